@@ -1,0 +1,38 @@
+# cyphal-servo: two commands matter — `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean dsdl-env
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+## Start a servo node on loopback UDP with the embedded simulated drive; prints how to command it with yakut.
+demo: $(STAMP)
+	$(BIN)/servo-node demo
+
+## Lint, type-check and run the whole test suite.
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check servo_node sim_plant tests bench
+	$(BIN)/mypy
+
+## Speed tables against the peer (Ruckig) and real time.
+bench: $(STAMP)
+	$(BIN)/python bench/otg.py
+	$(BIN)/python bench/plant.py
+	$(BIN)/python bench/loop.py
+
+## Print the exports that make yakut use this project's DSDL.
+dsdl-env: $(STAMP)
+	@$(BIN)/servo-node dsdl-env
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

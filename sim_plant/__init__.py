@@ -1,0 +1,1 @@
+"""Simulated servo joints with Webots Servo semantics."""

@@ -1,0 +1,102 @@
+"""Compile the project's DSDL once into a cache keyed by the content of ``dsdl/`` and make it importable.
+
+pycyphal's own import hook compiles a namespace only if its output folder is missing, so it never notices edits.
+Here the output folder name carries a hash of every ``.dsdl`` file (and the compiler versions), so an edit
+selects a new folder and triggers a recompile; an unchanged tree reuses the cache (a warm start costs no compile).
+
+Environment variables:
+
+==========================  ==============================================================================
+``CYPHAL_SERVO_DSDL``       DSDL source folder holding root namespace folders (default: ``<repo>/dsdl``).
+``CYPHAL_SERVO_CACHE``      Cache root (default: ``$XDG_CACHE_HOME/cyphal-servo`` or ``~/.cache/cyphal-servo``).
+==========================  ==============================================================================
+
+``servo-node dsdl-env`` prints ``CYPHAL_PATH`` and ``PYCYPHAL_PATH`` exports so that yakut uses the same
+compiled output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_DSDL_DIR = Path(__file__).resolve().parent.parent / "dsdl"
+"""The DSDL tree shipped with the project (an editable install or a source checkout)."""
+
+_COMPLETE_MARKER = ".complete"
+
+
+def dsdl_dir() -> Path:
+    """The DSDL source folder: ``CYPHAL_SERVO_DSDL`` or the project's ``dsdl/``."""
+    return Path(os.environ.get("CYPHAL_SERVO_DSDL", str(DEFAULT_DSDL_DIR))).resolve()
+
+
+def root_namespace_dirs(source: Path | None = None) -> list[Path]:
+    """Root namespace folders (``uavcan``, ``zubax``, ``reg``, …) below the source folder."""
+    src = source or dsdl_dir()
+    return sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def cache_root() -> Path:
+    """Where compiled trees live."""
+    env = os.environ.get("CYPHAL_SERVO_CACHE")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "cyphal-servo"
+
+
+def content_digest(source: Path | None = None) -> str:
+    """SHA-256 over every DSDL file's relative path and bytes, plus the code generator versions."""
+    src = source or dsdl_dir()
+    h = hashlib.sha256()
+    for dist in ("pycyphal", "nunavut"):
+        h.update(f"{dist}={importlib.metadata.version(dist)}\n".encode())
+    for path in sorted(src.rglob("*.dsdl")):
+        h.update(str(path.relative_to(src)).encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()[:20]
+
+
+def output_dir(source: Path | None = None) -> Path:
+    """The compiled tree for the current content of the source folder."""
+    return cache_root() / f"dsdl-{content_digest(source)}"
+
+
+def ensure_compiled(source: Path | None = None) -> Path:
+    """Compile if the cache lacks this content, put the output first on ``sys.path``, and return it.
+
+    Safe against concurrent callers: each compiles into a private folder and renames it into place;
+    the loser of the race discards its copy.
+    """
+    out = output_dir(source)
+    if not (out / _COMPLETE_MARKER).exists():
+        import pycyphal.dsdl  # Deferred: importing the compiler costs time a warm start does not need.
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
+        try:
+            pycyphal.dsdl.compile_all(root_namespace_dirs(source), tmp)
+            (tmp / _COMPLETE_MARKER).write_text("ok\n")
+            try:
+                tmp.rename(out)
+            except OSError:
+                if not (out / _COMPLETE_MARKER).exists():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    if str(out) not in sys.path:
+        sys.path.insert(0, str(out))
+    return out
+
+
+def shell_exports(source: Path | None = None) -> str:
+    """Shell lines that make yakut (and any pycyphal program) use the same DSDL and compiled cache."""
+    src = source or dsdl_dir()
+    out = ensure_compiled(src)
+    return f"export CYPHAL_PATH={src}\nexport PYCYPHAL_PATH={out}\n"

@@ -1,0 +1,133 @@
+"""Setpoint in: turn a received ``zubax.telega.ServoCommand.1.0`` into a validated :class:`Setpoint` or a rejection.
+
+Semantics follow the Telega servo command: a zero profile pair (or a zero jerk) selects the register default,
+a non-positive force selects the default torque limit, a ±inf target position selects velocity mode.
+Anything else that is not finite, or limits of the wrong sign, reject the whole message: it never changes motion.
+A ``uavcan.primitive.scalar.Real32`` published on the same subject reads as a target position with everything
+else zero, by the implicit zero extension rule.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+@dataclass(frozen=True)
+class ProfileLimits:
+    """Motion limits of one setpoint, in SI units (m or rad based)."""
+
+    v_min: float
+    v_max: float
+    a_min: float
+    a_max: float
+    j_max: float
+
+    def as_tuple(self) -> tuple[float, float, float, float, float]:
+        """(v_min, v_max, a_min, a_max, j_max), the order the OTG takes."""
+        return (self.v_min, self.v_max, self.a_min, self.a_max, self.j_max)
+
+
+@dataclass(frozen=True)
+class Setpoint:
+    """An accepted setpoint: where to go, how fast at most, and with what force limit."""
+
+    target_position: float
+    """Finite in position mode; ±inf in velocity mode."""
+    target_velocity: float
+    limits: ProfileLimits
+    force_limit: float
+    velocity_mode: bool = False
+
+    def summary(self) -> dict[str, object]:
+        """JSON-ready description for ``sys.status``."""
+        return {
+            "target_position": _json_float(self.target_position),
+            "target_velocity": self.target_velocity,
+            "velocity_mode": self.velocity_mode,
+            "velocity_limits": [self.limits.v_min, self.limits.v_max],
+            "acceleration_limits": [self.limits.a_min, self.limits.a_max],
+            "jerk_limit": self.limits.j_max,
+            "force_limit": self.force_limit,
+        }
+
+
+class Rejection(IntEnum):
+    """Why a setpoint was rejected."""
+
+    NOT_A_NUMBER = 1
+    INFINITE = 2
+    VELOCITY_LIMITS = 3
+    ACCELERATION_LIMITS = 4
+    JERK_LIMIT = 5
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A rejected setpoint: the code and a text a user can act on."""
+
+    code: Rejection
+    reason: str
+
+
+def _json_float(x: float) -> float | str:
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+
+
+def interpret(
+    position: float,
+    velocity: float,
+    force: float,
+    velocity_reverse_forward: Sequence[float],
+    deceleration_acceleration: Sequence[float],
+    jerk: float,
+    defaults: ProfileLimits,
+    default_force_limit: float,
+) -> Setpoint | Rejected:
+    """Validate the fields of a servo command and fill the defaults; see the module docstring for the rules."""
+    vr, vf = (float(x) for x in velocity_reverse_forward)
+    dec, acc = (float(x) for x in deceleration_acceleration)
+    values = {
+        "target position": float(position),
+        "target velocity": float(velocity),
+        "force": float(force),
+        "profile velocity reverse": vr,
+        "profile velocity forward": vf,
+        "profile deceleration": dec,
+        "profile acceleration": acc,
+        "profile jerk": float(jerk),
+    }
+    for name, x in values.items():
+        if math.isnan(x):
+            return Rejected(Rejection.NOT_A_NUMBER, f"{name} is NaN")
+        if math.isinf(x) and name != "target position":
+            return Rejected(Rejection.INFINITE, f"{name} is infinite; only the target position may be ±inf")
+
+    v_min, v_max = defaults.v_min, defaults.v_max
+    if vr != 0.0 or vf != 0.0:
+        if not (vr <= 0.0 < vf):
+            return Rejected(Rejection.VELOCITY_LIMITS, f"velocity limits {{{vr}, {vf}}} must be {{<= 0, > 0}}")
+        v_min, v_max = vr, vf
+    a_min, a_max = defaults.a_min, defaults.a_max
+    if dec != 0.0 or acc != 0.0:
+        if not (dec < 0.0 < acc):
+            return Rejected(Rejection.ACCELERATION_LIMITS, f"acceleration limits {{{dec}, {acc}}} must be {{< 0, > 0}}")
+        a_min, a_max = dec, acc
+    j_max = defaults.j_max
+    if jerk != 0.0:
+        if not jerk > 0.0:
+            return Rejected(Rejection.JERK_LIMIT, f"jerk limit {jerk} must be > 0 (or 0 for the default)")
+        j_max = float(jerk)
+    limits = ProfileLimits(v_min, v_max, a_min, a_max, j_max)
+    force_limit = float(force) if force > 0.0 else default_force_limit
+
+    position = float(position)
+    velocity = float(velocity)
+    if math.isinf(position):
+        # Velocity mode: the sign comes from the target velocity, or from the infinity with the profile's limit.
+        if velocity == 0.0:
+            velocity = v_max if position > 0 else v_min
+        return Setpoint(position, velocity, limits, force_limit, velocity_mode=True)
+    return Setpoint(position, velocity, limits, force_limit)

@@ -1,0 +1,360 @@
+"""Numba kernels of the online trajectory generator: plan into a profile, sample it, read its duration.
+
+All hot functions take plain floats and a caller-owned float64 profile (see ``_profile``), never
+allocate, and can be called from other ``@njit(nogil=True)`` code (the control loop).
+"""
+
+from __future__ import annotations
+
+import math
+
+from numba import njit, prange
+
+from ._brake import brake, push_phase
+from ._families import KIND_GAP, KIND_PEAK, advance, chain_eval, chain_root, vchange, vchange_dist
+from ._profile import (
+    BRAKE_COUNT,
+    COUNT,
+    DURATION,
+    END_A,
+    END_P,
+    END_V,
+    HEADER,
+    INFEASIBLE,
+    NUMERICAL_FAILURE,
+    OK,
+    PH_A,
+    PH_J,
+    PH_P,
+    PH_T,
+    PH_V,
+    PHASE_STRIDE,
+    PROFILE_SIZE,
+    REPAIRED,
+    STATUS,
+)
+
+__all__ = ["PROFILE_SIZE", "plan_batch_into", "plan_into", "profile_duration", "sample_batch_into", "sample_into"]
+
+
+@njit(cache=True, nogil=True)
+def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: float) -> int:  # type: ignore[no-untyped-def]
+    """Append the three phases of the fastest velocity change (v, a) -> (w, 0)."""
+    s, t1, t2, t3 = vchange(v, a, w, lo, hi)
+    n = push_phase(prof, n, s, t1)
+    n = push_phase(prof, n, 0.0, t2)
+    return push_phase(prof, n, -s, t3)
+
+
+@njit(cache=True, nogil=True)
+def _push_chain(  # type: ignore[no-untyped-def]
+    prof, n: int, kind: int, x: float, tc: float, v: float, a: float, w: float, lo: float, hi: float,
+) -> int:
+    """Append the phases of one chain member (see ``_families``): peak/valley with cruise tc, or gap."""
+    if kind == KIND_PEAK:
+        n = _push_vchange(prof, n, v, a, x, lo, hi)
+        n = push_phase(prof, n, 0.0, tc)
+        return _push_vchange(prof, n, x, 0.0, w, lo, hi)
+    s = 1.0 if x >= a else -1.0
+    tr = abs(x - a)
+    n = push_phase(prof, n, s, tr)
+    _d, vr, _a = advance(v, a, s, tr)
+    return _push_vchange(prof, n, vr, x, w, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def _plan_normalised(  # type: ignore[no-untyped-def]
+    D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, prof, n: int,
+) -> tuple[int, int]:
+    """Time-optimal box plan from a recoverable state: first chain member whose distance is D.
+
+    Returns (status, phase count).  Distances above the direct velocity change's are reached by
+    the peak chain (gap chain first when a < 0 points away), distances below by the valley chain.
+    """
+    vs = v + 0.5 * a * abs(a)
+    vs = min(max(vs, vmn), vmx)
+    d_dir, t_dir = vchange_dist(v, a, w, lo, hi)
+    err = D - d_dir
+    tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir)
+    if abs(err) <= tol:
+        return OK, _push_vchange(prof, n, v, a, w, lo, hi)
+    if err > 0.0:
+        if a < 0.0 and w < vs:
+            d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi)
+            if D <= d_gap:
+                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi)
+                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi)
+            vlo = vs
+        else:
+            vlo = max(vs, w)
+        vlo = min(vlo, vmx)
+        d_end, _t = chain_eval(KIND_PEAK, vmx, v, a, w, lo, hi)
+        if D <= d_end:
+            d_lo, _t = chain_eval(KIND_PEAK, vlo, v, a, w, lo, hi)
+            x = chain_root(KIND_PEAK, vlo, vmx, d_lo - D, d_end - D, D, v, a, w, lo, hi)
+            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi)
+        return OK, _push_chain(prof, n, KIND_PEAK, vmx, (D - d_end) / vmx, v, a, w, lo, hi)
+    if a > 0.0 and w > vs:
+        d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi)
+        if D >= d_gap:
+            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi)
+            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi)
+        vhi = vs
+    else:
+        vhi = min(vs, w)
+    vhi = max(vhi, vmn)
+    d_end, _t = chain_eval(KIND_PEAK, vmn, v, a, w, lo, hi)
+    if D >= d_end:
+        d_hi, _t = chain_eval(KIND_PEAK, vhi, v, a, w, lo, hi)
+        x = chain_root(KIND_PEAK, vhi, vmn, d_hi - D, d_end - D, D, v, a, w, lo, hi)
+        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi)
+    if vmn < 0.0:
+        return OK, _push_chain(prof, n, KIND_PEAK, vmn, (D - d_end) / vmn, v, a, w, lo, hi)
+    return INFEASIBLE, n
+
+
+@njit(cache=True, nogil=True)
+def _finish(prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float) -> int:  # type: ignore[no-untyped-def]
+    """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
+    t = 0.0
+    p = p0
+    v = v0
+    a = a0
+    for k in range(n):
+        base = HEADER + k * PHASE_STRIDE
+        dt = prof[base + PH_T] * tau
+        jj = prof[base + PH_J] * j
+        prof[base + PH_T] = t
+        prof[base + PH_P] = p
+        prof[base + PH_V] = v
+        prof[base + PH_A] = a
+        prof[base + PH_J] = jj
+        dp, v, a = advance(v, a, jj, dt)
+        p += dp
+        t += dt
+    prof[COUNT] = n
+    prof[DURATION] = t
+    prof[END_P] = pt
+    prof[END_V] = vt
+    prof[END_A] = 0.0
+    if not math.isfinite(t) or not math.isfinite(p):
+        return NUMERICAL_FAILURE
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def _solve_box(  # type: ignore[no-untyped-def]
+    p0: float, v0: float, a0: float, pt: float, vt: float, vmin: float, vmax: float,
+    alo: float, ahi: float, j: float, prof,
+) -> int:
+    """Brake-then-plan under a fixed acceleration box [alo, ahi], in units where the jerk is 1."""
+    amax = max(ahi, -alo)
+    tau = amax / j
+    vu = amax * tau
+    pu = vu * tau
+    v = v0 / vu
+    a = a0 / amax
+    w = vt / vu
+    lo = alo / amax
+    hi = ahi / amax
+    vmn = vmin / vu
+    vmx = vmax / vu
+    D = (pt - p0) / pu
+    tolv = 1e-12 * (abs(v) + 0.5 * a * a + vmx - vmn)
+    n, dpb, v, a = brake(v, a, lo, hi, vmn, vmx, tolv, prof, 0)
+    prof[BRAKE_COUNT] = n
+    a = min(max(a, lo), hi)
+    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, prof, n)
+    if status != OK:
+        prof[COUNT] = 0
+        prof[DURATION] = 0.0
+        return status
+    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j)
+
+
+@njit(cache=True, nogil=True)
+def _rule_ok(prof, k0: int, a_up: float, a_dn: float) -> bool:  # type: ignore[no-untyped-def]
+    """Check the direction-relative acceleration rule on every phase from k0, split at v = 0 crossings."""
+    n = int(prof[COUNT])
+    tol = 1e-9 * max(a_up, a_dn)
+    for k in range(k0, n):
+        base = HEADER + k * PHASE_STRIDE
+        t0 = prof[base + PH_T]
+        t1 = prof[base + PHASE_STRIDE + PH_T] if k + 1 < n else prof[DURATION]
+        dt = t1 - t0
+        v = prof[base + PH_V]
+        a = prof[base + PH_A]
+        jj = prof[base + PH_J]
+        # v(τ) = v + a τ + jj τ²/2: zero crossings split the phase into sign-constant pieces
+        r1 = dt
+        r2 = dt
+        if jj != 0.0:
+            disc = a * a - 2.0 * jj * v
+            if disc >= 0.0:
+                sq = math.sqrt(disc)
+                q = -(a + math.copysign(sq, a)) if a != 0.0 else sq
+                ra = q / jj
+                rb = (2.0 * v / q) if q != 0.0 else dt
+                r1 = min(ra, rb)
+                r2 = max(ra, rb)
+        elif a != 0.0:
+            r1 = -v / a
+        cuts0 = 0.0
+        for piece in range(3):
+            ce = r1 if piece == 0 else (r2 if piece == 1 else dt)
+            ce = min(max(ce, cuts0), dt)
+            if ce > cuts0 or (piece == 2 and dt == 0.0):
+                tm = 0.5 * (cuts0 + ce)
+                vm = v + tm * (a + 0.5 * jj * tm)
+                if vm >= 0.0:
+                    lo_b = -a_dn
+                    hi_b = a_up
+                else:
+                    lo_b = -a_up
+                    hi_b = a_dn
+                for te in (cuts0, ce):
+                    ae = a + jj * te
+                    if ae > hi_b + tol or ae < lo_b - tol:
+                        return False
+            cuts0 = max(cuts0, ce)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def plan_into(  # type: ignore[no-untyped-def]
+    p0: float, v0: float, a0: float, pt: float, vt: float,
+    v_min: float, v_max: float, a_min: float, a_max: float, j_max: float, profile,
+) -> int:
+    """Plan the time-optimal motion to (pt, vt, 0) into ``profile``; return status 0/1/2, never raise.
+
+    Invalid input (non-finite values, v_min > 0, v_max <= 0, a_min >= 0, a_max <= 0, j_max <= 0)
+    gives status 1.  An infeasible vt is clamped to the nearest feasible value and flagged repaired.
+    """
+    profile[COUNT] = 0
+    profile[DURATION] = 0.0
+    profile[END_P] = p0
+    profile[END_V] = 0.0
+    profile[END_A] = 0.0
+    profile[REPAIRED] = 0.0
+    profile[BRAKE_COUNT] = 0.0
+    # 0 * x is NaN exactly when x is not finite, so one sum checks all inputs
+    ok = math.isfinite(0.0 * p0 + 0.0 * v0 + 0.0 * a0 + 0.0 * pt + 0.0 * vt + 0.0 * v_min + 0.0 * v_max
+                       + 0.0 * a_min + 0.0 * a_max + 0.0 * j_max)
+    if not ok or v_min > 0.0 or v_max <= 0.0 or a_min >= 0.0 or a_max <= 0.0 or j_max <= 0.0:
+        profile[STATUS] = INFEASIBLE
+        return INFEASIBLE
+    w = min(max(vt, v_min), v_max)
+    if pt > p0 and w < 0.0:
+        w = 0.0
+    elif pt < p0 and w > 0.0:
+        w = 0.0
+    profile[REPAIRED] = 1.0 if w != vt else 0.0
+    a_up = a_max
+    a_dn = -a_min
+    if a_up == a_dn:
+        status = _solve_box(p0, v0, a0, pt, w, v_min, v_max, a_min, a_max, j_max, profile)
+    else:
+        status = _plan_rule(p0, v0, a0, pt, w, v_min, v_max, a_up, a_dn, j_max, profile)
+    profile[STATUS] = status
+    return status
+
+
+@njit(cache=True, nogil=True)
+def _box_of(c: int, a_up: float, a_dn: float) -> tuple[float, float]:
+    """Candidate acceleration boxes for the direction-relative rule: forward, reverse, tight."""
+    if c == 0:
+        return -a_dn, a_up
+    if c == 1:
+        return -a_up, a_dn
+    m = min(a_up, a_dn)
+    return -m, m
+
+
+@njit(cache=True, nogil=True)
+def _plan_rule(  # type: ignore[no-untyped-def]
+    p0: float, v0: float, a0: float, pt: float, vt: float, v_min: float, v_max: float,
+    a_up: float, a_dn: float, j_max: float, profile,
+) -> int:
+    """Direction-relative limits: fastest of the box candidates that obeys the rule phase by phase.
+
+    The forward box is exact for motions that keep v >= 0, the reverse box for v <= 0; the tight
+    box always obeys the rule and is the fallback.
+    """
+    if v0 >= 0.0:
+        outside = a0 > a_up or a0 < -a_dn
+    else:
+        outside = a0 > a_dn or a0 < -a_up
+    best = -1
+    best_t = math.inf
+    last = -1
+    for c in range(3):
+        lo, hi = _box_of(c, a_up, a_dn)
+        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile)
+        last = c
+        if st != OK:
+            continue
+        k0 = int(profile[BRAKE_COUNT]) if outside else 0
+        d = profile[DURATION]
+        if d < best_t and (c == 2 or _rule_ok(profile, k0, a_up, a_dn)):
+            best = c
+            best_t = d
+    if best < 0:
+        return INFEASIBLE
+    if best != last:
+        lo, hi = _box_of(best, a_up, a_dn)
+        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile)
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def profile_duration(profile) -> float:  # type: ignore[no-untyped-def]
+    """Duration of the planned motion in seconds (after it the motion continues at v = vt, a = 0)."""
+    return profile[DURATION]
+
+
+@njit(cache=True, nogil=True)
+def sample_into(profile, t: float, out) -> None:  # type: ignore[no-untyped-def]
+    """Write (p, v, a, j) at time t >= 0 after the plan start into out[0:4]."""
+    n = int(profile[COUNT])
+    dur = profile[DURATION]
+    if n == 0 or t >= dur:
+        dt = t - dur
+        out[0] = profile[END_P] + profile[END_V] * dt
+        out[1] = profile[END_V]
+        out[2] = 0.0
+        out[3] = 0.0
+        return
+    k = n - 1
+    while k > 0 and profile[HEADER + k * PHASE_STRIDE + PH_T] > t:
+        k -= 1
+    base = HEADER + k * PHASE_STRIDE
+    tau = max(t - profile[base + PH_T], 0.0)
+    v = profile[base + PH_V]
+    a = profile[base + PH_A]
+    jj = profile[base + PH_J]
+    out[0] = profile[base + PH_P] + tau * (v + tau * (0.5 * a + tau * (jj / 6.0)))
+    out[1] = v + tau * (a + 0.5 * jj * tau)
+    out[2] = a + jj * tau
+    out[3] = jj
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def plan_batch_into(  # type: ignore[no-untyped-def]
+    p0, v0, a0, pt, vt, v_min, v_max, a_min, a_max, j_max, profiles, durations, statuses, repaired,
+) -> None:
+    """Plan many independent problems (equal-length float64 arrays) into profiles[i]."""
+    for i in prange(p0.shape[0]):
+        prof = profiles[i]
+        st = plan_into(p0[i], v0[i], a0[i], pt[i], vt[i], v_min[i], v_max[i], a_min[i], a_max[i], j_max[i], prof)
+        statuses[i] = st
+        durations[i] = prof[DURATION]
+        repaired[i] = prof[REPAIRED] != 0.0
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sample_batch_into(profiles, times, out) -> None:  # type: ignore[no-untyped-def]
+    """Sample profiles[i] at times[i, k] into out[i, k, 0:4]."""
+    for i in prange(times.shape[0]):
+        prof = profiles[i]
+        for k in range(times.shape[1]):
+            sample_into(prof, times[i, k], out[i, k])

@@ -1,0 +1,114 @@
+"""Python face of the generator: ``plan`` returning a ``Trajectory``, and batch planning/sampling."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from ._kernels import plan_batch_into, plan_into, sample_batch_into, sample_into
+from ._profile import COUNT, DURATION, PROFILE_SIZE, REPAIRED, STATUS
+
+FloatArray = npt.NDArray[np.float64]
+ArrayLike = npt.ArrayLike
+
+
+class Status(IntEnum):
+    """Outcome of a plan: OK (possibly with a repaired vt), INFEASIBLE, NUMERICAL_FAILURE."""
+
+    OK = 0
+    INFEASIBLE = 1
+    INFINITE = 1
+    NUMERICAL_FAILURE = 2
+
+
+class Trajectory:
+    """One planned motion: duration, status and the profile that ``at`` samples (no re-planning)."""
+
+    __slots__ = ("_out", "profile")
+
+    def __init__(self, profile: FloatArray) -> None:
+        self.profile = profile
+        self._out = np.zeros(4)
+
+    @property
+    def status(self) -> Status:
+        """0 ok, 1 infeasible/invalid input, 2 numerical failure."""
+        return Status(int(self.profile[STATUS]))
+
+    @property
+    def repaired(self) -> bool:
+        """True when the target velocity was moved to the nearest feasible value."""
+        return bool(self.profile[REPAIRED] != 0.0)
+
+    @property
+    def duration(self) -> float:
+        """Time to reach the target in seconds; after it v = vt and a = 0."""
+        return float(self.profile[DURATION])
+
+    @property
+    def phase_count(self) -> int:
+        """Number of constant-jerk phases (including brake phases)."""
+        return int(self.profile[COUNT])
+
+    def at(self, t: float) -> tuple[float, float, float, float]:
+        """(p, v, a, j) at time t >= 0 after the plan start."""
+        sample_into(self.profile, float(t), self._out)
+        o = self._out
+        return float(o[0]), float(o[1]), float(o[2]), float(o[3])
+
+    def __repr__(self) -> str:
+        return f"Trajectory(status={self.status.name}, duration={self.duration!r}, repaired={self.repaired})"
+
+
+def plan(
+    p0: float, v0: float, a0: float, pt: float, vt: float,
+    v_min: float, v_max: float, a_min: float, a_max: float, j_max: float,
+) -> Trajectory:
+    """Time-optimal jerk-limited motion from (p0, v0, a0) to (pt, vt, 0) under direction-relative limits.
+
+    Never raises for bad numbers: non-finite inputs or wrong-sign limits give status INFEASIBLE.
+    """
+    profile = np.zeros(PROFILE_SIZE)
+    plan_into(float(p0), float(v0), float(a0), float(pt), float(vt),
+              float(v_min), float(v_max), float(a_min), float(a_max), float(j_max), profile)
+    return Trajectory(profile)
+
+
+def plan_batch(
+    p0: ArrayLike, v0: ArrayLike, a0: ArrayLike, pt: ArrayLike, vt: ArrayLike,
+    v_min: ArrayLike, v_max: ArrayLike, a_min: ArrayLike, a_max: ArrayLike, j_max: ArrayLike,
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Plan many independent problems (arrays broadcast together); return (profiles, durations, statuses, repaired)."""
+    args = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (p0, v0, a0, pt, vt, v_min, v_max,
+                                                                           a_min, a_max, j_max)))
+    flat = [np.ascontiguousarray(x.reshape(-1)) for x in args]
+    n = flat[0].shape[0]
+    profiles = np.zeros((n, PROFILE_SIZE))
+    durations = np.zeros(n)
+    statuses = np.zeros(n, dtype=np.int64)
+    repaired = np.zeros(n, dtype=np.bool_)
+    plan_batch_into(*flat, profiles, durations, statuses, repaired)
+    return profiles, durations, statuses, repaired
+
+
+def sample_batch(profiles: FloatArray, times: ArrayLike) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Sample each profile at its times: ``times`` is (n,) or (n, k), or (k,) shared by all; returns p, v, a, j."""
+    profiles = np.ascontiguousarray(profiles, dtype=np.float64).reshape(-1, PROFILE_SIZE)
+    t = np.asarray(times, dtype=np.float64)
+    n = profiles.shape[0]
+    if t.ndim == 1 and t.shape[0] == n:
+        shape: tuple[int, ...] = (n,)
+        t2 = t.reshape(n, 1)
+    elif t.ndim == 1:
+        shape = (n, t.shape[0])
+        t2 = np.broadcast_to(t, shape)
+    else:
+        shape = t.shape
+        t2 = t
+    t2 = np.ascontiguousarray(np.broadcast_to(t2, (n, t2.shape[1])))
+    out = np.zeros((n, t2.shape[1], 4))
+    sample_batch_into(profiles, t2, out)
+    res = out.reshape((*shape, 4))
+    return res[..., 0], res[..., 1], res[..., 2], res[..., 3]

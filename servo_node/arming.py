@@ -38,6 +38,8 @@ class ArmingGate:
         self._readiness_at = -math.inf
         self._setpoint_at = -math.inf
         self._state = ServoState.STANDBY
+        self.expired_after_s = math.nan
+        """Age of the last setpoint when the command was found expired (the deadman's reaction time)."""
         self._reason = "waiting for a setpoint" + (" and readiness ENGAGED" if gated else "")
 
     @property
@@ -78,6 +80,7 @@ class ArmingGate:
             if not self.armed(now):
                 self._disarm(now)
             elif now - self._setpoint_at > self.deadman_timeout_s:
+                self.expired_after_s = now - self._setpoint_at
                 self._state = ServoState.EXPIRED
                 self._reason = f"no valid setpoint for {self.deadman_timeout_s:g} s (deadman timeout)"
         return self._state

@@ -10,16 +10,19 @@ Register                               Type          Default             Meaning
 ``servo.profile.acceleration``         real32[2]     [-50, 50]           {a_min < 0 (deceleration), a_max > 0
                                                                          (acceleration)} [m/s² or rad/s²]
 ``servo.profile.jerk``                 real32        500                 jerk limit > 0 [m/s³ or rad/s³]
-``servo.torque_limit``                 real32        10                  default force/torque limit > 0 [N or N·m]
+``servo.torque_limit``                 real32        100                 default force/torque limit > 0 [N or N·m]
 ``servo.deadman_timeout``              real32        0.5                 setpoint expiry [second], > 0
 ``servo.loop_rate``                    real32        1000                control loop rate [Hz], 10..10000
 ``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
+``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
 ``servo.drive.feedback_timeout``       real32        0.5                 remote drive silence that is an error [second]
 ``servo.control.velocity_gain``        real32        20                  k_p of v_cmd = v_ref + k_p·e [1/s], ≥ 0
 ``servo.control.torque_gains``         real32[2]     [36, 12]            {K_p, K_d} of τ = J·a_ref + K_p·e + K_d·ė
                                                                          (critically damped for J = 1: K_d² = 4·J·K_p)
+``servo.control.inertia``             real32        0                   J of the torque feed-forward; 0: sim.inertia
+                                                                         (sim backend) or 1
 ``servo.stop.acceleration``            real32        0                   stop deceleration magnitude; 0: profile's
 ``servo.stop.jerk``                    real32        0                   stop jerk; 0: profile's
 ``servo.stop.disengage_immediately``   bit           false               skip the jerk-limited stop on expiry
@@ -137,15 +140,17 @@ SPECS: Mapping[str, RegisterSpec] = {
         _real(-50, 50), _pair(lambda a, b: a < 0 < b, "{a_min < 0, a_max > 0}")
     ),
     "servo.profile.jerk": RegisterSpec(_real(500), _POSITIVE),
-    "servo.torque_limit": RegisterSpec(_real(10), _POSITIVE),
+    "servo.torque_limit": RegisterSpec(_real(100), _POSITIVE),
     "servo.deadman_timeout": RegisterSpec(_real(0.5), _POSITIVE),
     "servo.loop_rate": RegisterSpec(_real(1000), _scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
     "servo.drive.backend": RegisterSpec(_string("sim"), _choice("sim", "udral")),
     "servo.drive.mode": RegisterSpec(_string("velocity"), _choice("velocity", "torque")),
     "servo.drive.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),
+    "servo.drive.rate": RegisterSpec(_real(200), _scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
     "servo.drive.feedback_timeout": RegisterSpec(_real(0.5), _POSITIVE),
     "servo.control.velocity_gain": RegisterSpec(_real(20), _NONNEGATIVE),
     "servo.control.torque_gains": RegisterSpec(_real(36, 12), _pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
+    "servo.control.inertia": RegisterSpec(_real(0), _NONNEGATIVE),
     "servo.stop.acceleration": RegisterSpec(_real(0), _NONNEGATIVE),
     "servo.stop.jerk": RegisterSpec(_real(0), _NONNEGATIVE),
     "servo.stop.disengage_immediately": RegisterSpec(Value(bit=register.Bit([False])), lambda v: None),
@@ -194,11 +199,11 @@ class ServoRegistry(SimpleRegistry):
             except RefusedWriteError as ex:
                 raise ValueError(f"register {name}: {ex}") from None
 
-    def __setitem__(self, name: str, value: register.Assignable) -> None:
+    def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
         spec = SPECS.get(name)
         if spec is not None and not callable(value) and name in set(self):
             candidate = ValueProxy(self[name].value)
-            candidate.assign(value)  # type: ignore[arg-type]
+            candidate.assign(value)
             reason = spec.validator(candidate)
             if reason is not None:
                 self.refused_writes += 1
@@ -207,7 +212,7 @@ class ServoRegistry(SimpleRegistry):
                 raise RefusedWriteError(f"{name}: {reason}; kept {list(self[name].floats) or self[name].value}")
         super().__setitem__(name, value)
 
-    def setdefault(self, key: str, default: register.Assignable | None = None) -> register.ValueProxyWithFlags:
+    def setdefault(self, key: str, default: register.Registry.Assignable | None = None) -> register.ValueProxyWithFlags:
         """Create with validation: an invalid override from the environment is refused like a bad write."""
         created = key not in set(self)
         out = super().setdefault(key, default)

@@ -42,15 +42,15 @@ class Setpoint:
     velocity_mode: bool = False
 
     def summary(self) -> dict[str, object]:
-        """JSON-ready description for ``sys.status``."""
+        """Compact JSON-ready description for ``sys.status`` (which must fit in 256 bytes)."""
+        lim = self.limits
         return {
-            "target_position": _json_float(self.target_position),
-            "target_velocity": self.target_velocity,
-            "velocity_mode": self.velocity_mode,
-            "velocity_limits": [self.limits.v_min, self.limits.v_max],
-            "acceleration_limits": [self.limits.a_min, self.limits.a_max],
-            "jerk_limit": self.limits.j_max,
-            "force_limit": self.force_limit,
+            "mode": "velocity" if self.velocity_mode else "position",
+            "target": [_json_float(self.target_position), _json_float(self.target_velocity)],
+            "v_lim": [_json_float(lim.v_min), _json_float(lim.v_max)],
+            "a_lim": [_json_float(lim.a_min), _json_float(lim.a_max)],
+            "j_lim": _json_float(lim.j_max),
+            "f_lim": _json_float(self.force_limit),
         }
 
 
@@ -73,7 +73,7 @@ class Rejected:
 
 
 def _json_float(x: float) -> float | str:
-    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")
+    return float(f"{x:.7g}") if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 
 
 def interpret(

@@ -114,7 +114,9 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _finish(prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float) -> int:  # type: ignore[no-untyped-def]
+def _finish(
+    prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
+) -> int:  # type: ignore[no-untyped-def]
     """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
     t = 0.0
     p = p0
@@ -124,6 +126,8 @@ def _finish(prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float,
         base = HEADER + k * PHASE_STRIDE
         dt = prof[base + PH_T] * tau
         jj = prof[base + PH_J] * j
+        if jj == 0.0 and abs(a) < 1e-9 * amax:
+            a = 0.0  # a cruise: drop the rounding residue of the preceding ramp so v does not drift
         prof[base + PH_T] = t
         prof[base + PH_P] = p
         prof[base + PH_V] = v
@@ -169,7 +173,7 @@ def _solve_box(  # type: ignore[no-untyped-def]
         prof[COUNT] = 0
         prof[DURATION] = 0.0
         return status
-    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j)
+    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax)
 
 
 @njit(cache=True, nogil=True)

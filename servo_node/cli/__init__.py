@@ -1,0 +1,105 @@
+"""The ``servo-node`` command: ``run`` (default), ``demo``, ``dsdl-env``, ``plot-otg``.
+
+Flags exist only for what is not a register; everything else is configured with registers, which may be set
+from environment variables (``UAVCAN__NODE__ID=125``, ``SERVO__PROFILE__JERK=200``, …) or written with yakut.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+DEMO_ENV = {
+    "UAVCAN__UDP__IFACE": "127.0.0.1",
+    "UAVCAN__NODE__ID": "125",
+    "UAVCAN__SUB__SETPOINT_SERVO__ID": "27",
+    "UAVCAN__PUB__FEEDBACK__ID": "28",
+    "UAVCAN__PUB__STATUS__ID": "29",
+    "UAVCAN__PUB__DYNAMICS__ID": "30",
+}
+"""What ``servo-node demo`` sets unless the environment already does."""
+
+
+def _run(registry: str | None, env: dict[str, str]) -> int:
+    from ..node import ServoNode  # Deferred: compiles/loads DSDL and numba kernels.
+
+    node = ServoNode(registry, env)
+
+    async def serve() -> None:
+        try:
+            await node.run()
+        finally:
+            node.close()
+
+    try:
+        asyncio.run(serve())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _demo(registry: str) -> int:
+    from .. import _dsdl
+
+    env = {**DEMO_ENV, **os.environ}
+    exports = _dsdl.shell_exports()
+    print(
+        f"""Starting a servo node (id {env['UAVCAN__NODE__ID']}) on UDP {env['UAVCAN__UDP__IFACE']} \
+with the embedded simulated drive. In another terminal, command it with yakut:
+
+{exports}export UAVCAN__UDP__IFACE={env['UAVCAN__UDP__IFACE']} UAVCAN__NODE__ID=126
+y pub -T 0.1 {env['UAVCAN__SUB__SETPOINT_SERVO__ID']}:uavcan.primitive.scalar.real32 100      # go to 100 rad
+y pub -T 0.1 {env['UAVCAN__SUB__SETPOINT_SERVO__ID']}:zubax.telega.ServoCommand '{{target: 5, profile_jerk: 50}}'
+y sub {env['UAVCAN__PUB__DYNAMICS__ID']}:zubax.physics.dynamics.DoF3rdTs                 # watch it move
+y r 125 sys.status                                      # state, target, limits, errors
+y r 125 servo.profile.velocity -- -5 5                  # change a default limit
+Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends the demo.
+""",
+        flush=True,
+    )
+    return _run(registry, env)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``servo-node`` console script."""
+    parser = argparse.ArgumentParser(prog="servo-node", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("run", help="run the servo node (default)")
+    for p in (parser, run):
+        p.add_argument(
+            "--registry",
+            default=os.environ.get("SERVO_NODE_REGISTRY", "servo_node.db"),
+            help="register file (persists registers across restarts); ':memory:' keeps them in memory only "
+            "[env SERVO_NODE_REGISTRY, default servo_node.db]",
+        )
+    demo = sub.add_parser("demo", help="run a node on loopback UDP with the simulated drive and print yakut commands")
+    demo.add_argument("--registry", default="demo.db")
+    sub.add_parser("dsdl-env", help="print CYPHAL_PATH/PYCYPHAL_PATH exports so yakut uses this project's DSDL")
+    sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
+
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "plot-otg":
+        from ..otg.plot import main as plot_main
+
+        return plot_main(list(rest))
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    logging.basicConfig(
+        level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if args.command == "dsdl-env":
+        from .. import _dsdl
+
+        print(_dsdl.shell_exports(), end="")
+        return 0
+    registry = None if args.registry in (":memory:", "") else args.registry
+    if args.command == "demo":
+        return _demo(args.registry)
+    return _run(registry, dict(os.environ))

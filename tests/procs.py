@@ -1,0 +1,116 @@
+"""Real processes for scenario tests: the ``servo-node`` and ``sim-plant`` commands, and the ``y`` (yakut) CLI.
+
+Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from servo_node import _dsdl
+
+BIN = Path(sys.executable).parent
+CLIENT_NODE_ID = 126
+
+
+def dsdl_env() -> dict[str, str]:
+    """CYPHAL_PATH/PYCYPHAL_PATH so yakut sees exactly the project's compiled DSDL."""
+    return {"CYPHAL_PATH": str(_dsdl.dsdl_dir()), "PYCYPHAL_PATH": str(_dsdl.ensure_compiled())}
+
+
+def base_env(**registers: str) -> dict[str, str]:
+    """The parent environment without stray register variables, plus DSDL paths and the given registers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UAVCAN__", "SERVO__", "SIM__", "YAKUT_"))}
+    env.update(dsdl_env())
+    env.setdefault("UAVCAN__UDP__IFACE", "127.0.0.1")
+    env.update(registers)
+    return env
+
+
+def y(
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+    check: bool = True,
+    client_id: int = CLIENT_NODE_ID,
+) -> str:
+    """Run the real ``y`` (yakut) command as a user types it; returns stdout.
+
+    The transport comes from ``env`` (default :func:`base_env`), the node-ID is always the client's own.
+    """
+    e = {k: v for k, v in (env if env is not None else base_env()).items() if not k.startswith(("SERVO__", "SIM__"))}
+    e["UAVCAN__NODE__ID"] = str(client_id)
+    res = subprocess.run([str(BIN / "y"), *args], env=e, capture_output=True, text=True, timeout=timeout)
+    if check and res.returncode != 0:
+        raise AssertionError(f"y {' '.join(args)} -> {res.returncode}\nstdout: {res.stdout}\nstderr: {res.stderr}")
+    return res.stdout
+
+
+def read_register(node_id: int, name: str, env: Mapping[str, str] | None = None) -> Any:
+    """Register value via ``y r`` (JSON output), as Python data."""
+    out = y("-j", "r", str(node_id), name, env=env)
+    return json.loads(out)
+
+
+def status(node_id: int, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The node's ``sys.status`` register, parsed."""
+    value = read_register(node_id, "sys.status", env)
+    return dict(json.loads(value))
+
+
+@contextmanager
+def popen(args: list[str], env: Mapping[str, str], cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
+    """A background process, always ended (SIGINT, then SIGKILL) when the block exits."""
+    proc = subprocess.Popen(args, env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> str:
+    """End a process and return what it printed."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.stdout.read() if proc.stdout else ""
+
+
+def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
+    """Poll until ``predicate()`` is truthy (returns it) or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except (AssertionError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, TypeError) as ex:
+            last_exc = ex
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}; last error: {last_exc}")
+
+
+@contextmanager
+def servo_node(env: Mapping[str, str], registry: Path, node_id: int = 125) -> Iterator[subprocess.Popen[str]]:
+    """A ``servo-node run`` process, returned once it answers register reads."""
+    with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env) as proc:
+        wait_for(
+            lambda: proc.poll() is None and read_register(node_id, "uavcan.node.id", env) == node_id,
+            timeout=120,
+            what=f"servo-node {node_id} to answer (exit code {proc.poll()})",
+        )
+        yield proc

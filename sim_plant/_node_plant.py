@@ -1,0 +1,229 @@
+"""The joint behind the ``sim-plant`` node: setpoint interpretation and a thread stepping it in real time.
+
+Kept free of pycyphal so that the semantics can be unit-tested without a bus; :mod:`sim_plant.node` wires it up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import math
+import threading
+import time
+
+from sim_plant._joint import Joint, JointParams
+
+_logger = logging.getLogger(__name__)
+
+MAX_STEP_S = 0.5
+"""Longest wall-time gap stepped at once; a longer stall (a suspended process) loses the excess instead of
+stepping through seconds of simulated time in one lock-holding call."""
+
+
+class Mode(enum.Enum):
+    """What the joint's motor is doing."""
+
+    PASSIVE = "passive"  # Motor off, no force (STANDBY/SLEEP/timeout).
+    POSITION = "position"
+    VELOCITY = "velocity"
+    FORCE = "force"
+
+
+class SetpointRejectedError(ValueError):
+    """A setpoint with infinite fields: ignored as a whole, the joint keeps its previous command."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A fully determined joint command (Webots semantics), the result of interpreting one setpoint."""
+
+    mode: Mode
+    target_position: float = 0.0  # set_position argument (+inf in velocity control)
+    velocity: float = 0.0  # set_velocity argument (signed in velocity control, ≥ 0 in position control)
+    motor_force: float = 0.0  # set_motor_force argument (available force, ≤ max_force)
+    force: float = 0.0  # set_force argument (force control)
+
+
+def interpret(position: float, velocity: float, force: float, max_velocity: float, max_force: float) -> Command | None:
+    """Turn a UDRAL dynamics setpoint into a joint command; None means "no change" (every field NaN).
+
+    NaN marks a field as unset. Position finite → position control, |velocity| caps the speed (NaN: max_velocity);
+    position NaN, velocity finite → velocity control; only force finite → force control. In position/velocity
+    control a finite force is the motor force limit (|force| clipped to max_force; NaN: max_force), in force
+    control it is the force to apply (clipped to ±max_force). Infinities raise :class:`SetpointRejectedError`.
+    """
+    values = {"position": float(position), "velocity": float(velocity), "force": float(force)}
+    for name, x in values.items():
+        if math.isinf(x):
+            raise SetpointRejectedError(f"setpoint {name} is {x}")
+    p, v, f = values["position"], values["velocity"], values["force"]
+    limit = max_force if math.isnan(f) else min(abs(f), max_force)
+    if not math.isnan(p):
+        vd = max_velocity if math.isnan(v) else min(abs(v), max_velocity)
+        return Command(Mode.POSITION, target_position=p, velocity=vd, motor_force=limit)
+    if not math.isnan(v):
+        vd = max(-max_velocity, min(v, max_velocity))
+        return Command(Mode.VELOCITY, target_position=math.inf, velocity=vd, motor_force=limit)
+    if not math.isnan(f):
+        return Command(Mode.FORCE, motor_force=max_force, force=max(-max_force, min(f, max_force)))
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """A consistent snapshot of the joint, taken under the lock right after a physics step."""
+
+    monotonic: float  # time.monotonic() at which the state was reached [s]
+    sim_time: float  # simulated time since start [s]; tracks wall time
+    position: float
+    velocity: float
+    acceleration: float
+    force: float  # force the motor applies: motor force feedback, or the applied force in force control
+    available_force: float  # the motor force Fm currently available (0 when passive)
+    mode: Mode
+
+
+class Plant:
+    """One :class:`Joint` stepped by a daemon thread so that simulated time equals wall (monotonic) time.
+
+    Each iteration steps the joint by the *measured* elapsed monotonic time, so a late wake-up (GIL, load) costs
+    accuracy of nothing but the sample instant; deadlines are absolute (``start + n/step_rate``) so the mean rate
+    does not drift, and after a stall the schedule restarts from now. The joint kernel releases the GIL. A lock
+    serialises joint access between the stepping thread and the commands from the asyncio thread.
+    """
+
+    def __init__(self, params: JointParams, step_rate_hz: float) -> None:
+        """Create the joint passive (motor off) at its initial position; call :meth:`start` to run time."""
+        if not (math.isfinite(step_rate_hz) and step_rate_hz > 0.0):
+            raise ValueError(f"step_rate must be a finite positive number, got {step_rate_hz!r}")
+        self.params = params
+        self._period = 1.0 / step_rate_hz
+        self._joint = Joint(params)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._mode = Mode.PASSIVE
+        self._motor_force = 0.0
+        self._force = 0.0
+        self._stamp = time.monotonic()
+        self.lost_time = 0.0
+        """Wall time not simulated because of stalls longer than :data:`MAX_STEP_S` [s]."""
+        self.max_gap = 0.0
+        """Largest wall-time gap between two steps so far [s] (diagnostics)."""
+        self._joint.set_force(0.0)
+
+    @staticmethod
+    def warm_up(params: JointParams) -> None:
+        """Compile or load every numba kernel the plant uses, on a scratch joint (slow on a cold cache)."""
+        j = Joint(params)
+        j.set_position(math.inf)
+        j.set_velocity(0.0)
+        j.set_motor_force(params.max_force)
+        j.set_acceleration(params.acceleration)
+        j.set_control_p(params.control_p)
+        j.step(1e-3)
+        j.set_force(0.0)
+        j.step(1e-3)
+        j.set_position(params.position)
+        j.step(1e-3)
+
+    def start(self) -> None:
+        """Start the stepping thread; simulated time starts now. Idempotent."""
+        if self._thread is None:
+            with self._lock:
+                self._stamp = time.monotonic()
+            self._thread = threading.Thread(target=self._run, name="sim-plant-physics", daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop the stepping thread and wait for it. Idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def _run(self) -> None:
+        """Step by the measured elapsed time until closed."""
+        deadline = time.monotonic()
+        while not self._stop.is_set():
+            deadline += self._period
+            delay = deadline - time.monotonic()
+            if delay > 0.0:
+                self._stop.wait(delay)
+            elif delay < -10.0 * self._period:
+                deadline = time.monotonic()  # Hopelessly behind (a stall): restart the schedule instead of bursting.
+            with self._lock:
+                now = time.monotonic()
+                gap = now - self._stamp
+                self._stamp = now
+                self.max_gap = max(self.max_gap, gap)
+                if gap > MAX_STEP_S:
+                    self.lost_time += gap - MAX_STEP_S
+                    gap = MAX_STEP_S
+                try:
+                    self._joint.step(gap)
+                except Exception:  # Never let the physics thread die silently: the node would freeze.
+                    _logger.exception("Joint step failed; the joint is made passive")
+                    self._apply_passive()
+
+    @property
+    def alive(self) -> bool:
+        """True while the stepping thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def apply(self, command: Command) -> None:
+        """Put the motor under the command (thread-safe)."""
+        with self._lock:
+            j = self._joint
+            if command.mode is Mode.PASSIVE:
+                self._apply_passive()
+                return
+            j.set_motor_force(command.motor_force)
+            if command.mode is Mode.FORCE:
+                j.set_force(command.force)
+                self._force = max(-command.motor_force, min(command.force, command.motor_force))
+            else:
+                j.set_position(command.target_position)
+                j.set_velocity(command.velocity)
+                self._force = 0.0
+            self._motor_force = command.motor_force
+            self._mode = command.mode
+
+    def passive(self) -> None:
+        """Motor off, no force: the joint coasts (spring, damper and static friction still act). Thread-safe."""
+        with self._lock:
+            self._apply_passive()
+
+    def _apply_passive(self) -> None:
+        """:meth:`passive` with the lock held: Webots ``set_force(0)``."""
+        self._joint.set_force(0.0)
+        self._mode = Mode.PASSIVE
+        self._force = 0.0
+        self._motor_force = 0.0
+
+    def sample(self) -> Sample:
+        """The state after the latest step (thread-safe)."""
+        with self._lock:
+            j = self._joint
+            force = self._force if self._mode in (Mode.FORCE, Mode.PASSIVE) else j.motor_force_feedback
+            return Sample(
+                monotonic=self._stamp,
+                sim_time=j.time,
+                position=j.position,
+                velocity=j.velocity,
+                acceleration=j.acceleration,
+                force=force,
+                available_force=self._motor_force,
+                mode=self._mode,
+            )
+
+
+def demand_factor_pct(force: float, available: float, velocity: float) -> int:
+    """|force| / available force in percent for the UDRAL feedback, negative when the force brakes the motion."""
+    if not (available > 0.0 and math.isfinite(force)):
+        return 0
+    pct = round(100.0 * abs(force) / available)
+    if force * velocity < 0.0:
+        pct = -pct
+    return max(-128, min(127, pct))

@@ -64,7 +64,8 @@ def _push_chain(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _plan_normalised(  # type: ignore[no-untyped-def]
-    D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, prof, n: int,
+    D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, pnoise: float,
+    prof, n: int,
 ) -> tuple[int, int]:
     """Time-optimal box plan from a recoverable state: first chain member whose distance is D.
 
@@ -75,7 +76,7 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     vs = min(max(vs, vmn), vmx)
     d_dir, t_dir = vchange_dist(v, a, w, lo, hi)
     err = D - d_dir
-    tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir)
+    tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
     if abs(err) <= tol:
         return OK, _push_vchange(prof, n, v, a, w, lo, hi)
     if err > 0.0:
@@ -110,12 +111,15 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
         return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi)
     if vmn < 0.0:
         return OK, _push_chain(prof, n, KIND_PEAK, vmn, (D - d_end) / vmn, v, a, w, lo, hi)
+    if d_end - D <= 1e3 * tol:
+        return OK, _push_chain(prof, n, KIND_PEAK, vmn, 0.0, v, a, w, lo, hi)  # short only by rounding noise
     return INFEASIBLE, n
 
 
 @njit(cache=True, nogil=True)
 def _finish(
     prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
+    vmin: float, vmax: float,
 ) -> int:  # type: ignore[no-untyped-def]
     """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
     t = 0.0
@@ -127,7 +131,10 @@ def _finish(
         dt = prof[base + PH_T] * tau
         jj = prof[base + PH_J] * j
         if jj == 0.0 and abs(a) < 1e-9 * amax:
-            a = 0.0  # a cruise: drop the rounding residue of the preceding ramp so v does not drift
+            # a cruise, always at a velocity limit: drop the rounding residue of the preceding ramps so
+            # a long cruise does not drift away from the distance the planner solved for
+            a = 0.0
+            v = vmax if abs(v - vmax) < abs(v - vmin) else vmin
         prof[base + PH_T] = t
         prof[base + PH_P] = p
         prof[base + PH_V] = v
@@ -168,12 +175,13 @@ def _solve_box(  # type: ignore[no-untyped-def]
     n, dpb, v, a = brake(v, a, lo, hi, vmn, vmx, tolv, prof, 0)
     prof[BRAKE_COUNT] = n
     a = min(max(a, lo), hi)
-    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, prof, n)
+    pnoise = 1e-15 * (abs(p0) + abs(pt)) / pu  # rounding noise of the absolute positions
+    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, prof, n)
     if status != OK:
         prof[COUNT] = 0
         prof[DURATION] = 0.0
         return status
-    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax)
+    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax)
 
 
 @njit(cache=True, nogil=True)

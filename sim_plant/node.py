@@ -30,7 +30,9 @@ joint is never engaged. Setpoint fields set to NaN are unset:
 * position NaN, velocity finite → velocity control ``set_position(+inf)``, ``set_velocity(v)`` (signed);
 * in both, a finite torque/force is the motor force limit ``set_motor_force(min(|f|, max_force))`` (NaN: max_force);
 * only torque/force finite → force control ``set_force(f)`` (clipped to ±``max_force``);
-* everything NaN → no change; any infinite field → the setpoint is rejected (counted, health ADVISORY for 1 s).
+* everything NaN → no change (but it counts as a setpoint for the control timeout);
+* any infinite field → the setpoint is rejected: counted, health ADVISORY for 1 s, and it does not count for the
+  control timeout (a controller sending only garbage is a silent one).
 
 The acceleration field is ignored (the joint's acceleration limit is the ``sim.acceleration`` register). On
 engaging, the latest valid setpoint is applied; if there was none the joint stays passive until one arrives.
@@ -248,8 +250,6 @@ class SimPlantNode:
 
     async def _on_setpoint(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
         now = time.monotonic()
-        self._setpoint_at = now
-        self.setpoints_received += 1
         k = msg.kinematics
         if self._rotational:
             p, v, f = k.angular_position.radian, k.angular_velocity.radian_per_second, msg.torque.newton_meter
@@ -263,6 +263,8 @@ class SimPlantNode:
             self._rejected_at = now
             _logger.debug("Setpoint rejected: %s", ex)
             return
+        self._setpoint_at = now  # Only valid setpoints keep the drive engaged; garbage must not.
+        self.setpoints_received += 1
         if command is not None:
             self._command = command
             if self._engaged:

@@ -1,0 +1,129 @@
+"""The pieces of ``sim_plant.node`` without a bus: setpoint interpretation, demand factor, registers, real time."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from pycyphal.application import make_registry
+
+from sim_plant import JointParams
+from sim_plant._node_plant import (
+    Command,
+    Mode,
+    Plant,
+    SetpointRejectedError,
+    demand_factor_pct,
+    interpret,
+)
+from sim_plant.node import ConfigError, load_config
+
+NAN = math.nan
+INF = math.inf
+
+
+@pytest.mark.parametrize(
+    ("setpoint", "expected"),
+    [
+        ((1.0, 2.0, 5.0), Command(Mode.POSITION, target_position=1.0, velocity=2.0, motor_force=5.0)),
+        ((1.0, -2.0, -5.0), Command(Mode.POSITION, target_position=1.0, velocity=2.0, motor_force=5.0)),
+        ((1.0, NAN, NAN), Command(Mode.POSITION, target_position=1.0, velocity=100.0, motor_force=50.0)),
+        ((1.0, 500.0, 500.0), Command(Mode.POSITION, target_position=1.0, velocity=100.0, motor_force=50.0)),
+        ((NAN, -2.0, 10.0), Command(Mode.VELOCITY, target_position=INF, velocity=-2.0, motor_force=10.0)),
+        ((NAN, 2.0, NAN), Command(Mode.VELOCITY, target_position=INF, velocity=2.0, motor_force=50.0)),
+        ((NAN, -300.0, 0.0), Command(Mode.VELOCITY, target_position=INF, velocity=-100.0, motor_force=0.0)),
+        ((NAN, NAN, -3.0), Command(Mode.FORCE, motor_force=50.0, force=-3.0)),
+        ((NAN, NAN, 80.0), Command(Mode.FORCE, motor_force=50.0, force=50.0)),
+        ((NAN, NAN, NAN), None),
+    ],
+)
+def test_interpret(setpoint: tuple[float, float, float], expected: Command | None) -> None:
+    """Each field combination selects the Webots control mode and its arguments; limits clip."""
+    assert interpret(*setpoint, max_velocity=100.0, max_force=50.0) == expected
+
+
+@pytest.mark.parametrize("setpoint", [(INF, 1.0, 1.0), (NAN, -INF, NAN), (NAN, NAN, INF), (0.0, 0.0, -INF)])
+def test_interpret_rejects_infinities(setpoint: tuple[float, float, float]) -> None:
+    """Any infinite field rejects the setpoint as a whole."""
+    with pytest.raises(SetpointRejectedError):
+        interpret(*setpoint, max_velocity=100.0, max_force=50.0)
+
+
+def test_demand_factor() -> None:
+    """Percent of the available force, negative when braking, 0 when no force is available, clamped to int8."""
+    assert demand_factor_pct(5.0, 10.0, 1.0) == 50
+    assert demand_factor_pct(-5.0, 10.0, -1.0) == 50
+    assert demand_factor_pct(-5.0, 10.0, 1.0) == -50
+    assert demand_factor_pct(5.0, 10.0, 0.0) == 50
+    assert demand_factor_pct(5.0, 0.0, 1.0) == 0
+    assert demand_factor_pct(NAN, 10.0, 1.0) == 0
+    assert demand_factor_pct(50.0, 10.0, 1.0) == 127  # Static friction above the motor force.
+    assert demand_factor_pct(-50.0, 10.0, 1.0) == -128
+
+
+def test_load_config_defaults_and_environment() -> None:
+    """Registers default to JointParams' values (limits 100) and take SIM__* environment variables."""
+    reg = make_registry(None, environment_variables={"SIM__KIND": "linear", "SIM__INERTIA": "2.5"})
+    try:
+        params, step_rate, publish_rate = load_config(reg)
+        assert params == JointParams(kind="linear", inertia=2.5, max_velocity=100.0, max_force=100.0)
+        assert (step_rate, publish_rate) == (1000.0, 100.0)
+        assert str(reg["sim.kind"]) == "linear"
+        assert {n for n in reg if n.startswith("sim.")} == {
+            f"sim.{n}"
+            for n in (
+                "kind inertia max_velocity max_force control_p acceleration position min_position max_position "
+                "min_stop max_stop spring_constant damping_constant static_friction step_rate publish_rate"
+            ).split()
+        }
+    finally:
+        reg.close()
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"SIM__INERTIA": "0"}, "sim.inertia"),
+        ({"SIM__KIND": "spherical"}, "sim.kind"),
+        ({"SIM__MAX_FORCE": "-1"}, "sim.max_force"),
+        ({"SIM__MIN_POSITION": "1", "SIM__MAX_POSITION": "-1"}, "sim.min_position"),
+        ({"SIM__STEP_RATE": "0"}, "sim.step_rate"),
+        ({"SIM__PUBLISH_RATE": "nan"}, "sim.publish_rate"),
+    ],
+)
+def test_load_config_rejects_invalid_values(env: dict[str, str], name: str) -> None:
+    """Invalid registers raise ConfigError naming the register."""
+    reg = make_registry(None, environment_variables=env)
+    try:
+        with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
+            load_config(reg)
+    finally:
+        reg.close()
+
+
+def test_plant_keeps_simulated_time_equal_to_wall_time() -> None:
+    """The stepping thread steps by measured elapsed time: sim time tracks the monotonic clock."""
+    params = JointParams(inertia=2.0, max_force=100.0)
+    Plant.warm_up(params)
+    plant = Plant(params, 1000.0)
+    try:
+        start = time.monotonic()
+        plant.start()
+        plant.apply(Command(Mode.FORCE, motor_force=100.0, force=4.0))
+        time.sleep(1.0)
+        s = plant.sample()
+        elapsed = s.monotonic - start
+        assert plant.alive
+        assert math.isclose(s.sim_time + plant.lost_time, elapsed, abs_tol=0.05)  # Start-up skew only.
+        assert s.acceleration == pytest.approx(2.0)
+        assert s.force == 4.0 and s.available_force == 100.0 and s.mode is Mode.FORCE
+        plant.passive()
+        passive_at = time.monotonic()
+        deadline = passive_at + 30.0
+        while (s := plant.sample()).monotonic <= passive_at and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert s.force == 0.0 and s.acceleration == 0.0 and s.mode is Mode.PASSIVE
+    finally:
+        plant.close()
+    assert not plant.alive

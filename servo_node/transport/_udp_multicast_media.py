@@ -129,6 +129,9 @@ class UDPMulticastMedia(Media):
             self._restrict_to_loopback()
         except OSError as ex:  # Still host-local thanks to TTL 0; just not bound to lo.
             _logger.warning("%s: could not restrict the multicast socket to the loopback interface: %s", self, ex)
+        except BaseException:
+            self._bus.shutdown()
+            raise
         super().__init__()
 
     @property
@@ -170,7 +173,10 @@ class UDPMulticastMedia(Media):
             raise RuntimeError(f"{self!r}: start() invoked more than once")
         _ = error_handler, no_automatic_retransmission  # Neither errors nor retransmission exist on this bus.
         self._rx_handler = handler
-        self._loop = asyncio.get_event_loop()
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:  # Constructed outside a coroutine: fall back like pycyphal's own media does.
+            self._loop = asyncio.get_event_loop()
         self._rx_thread = threading.Thread(target=self._rx_thread_main, name=f"{self.interface_name}-rx", daemon=True)
         self._tx_thread = threading.Thread(target=self._tx_thread_main, name=f"{self.interface_name}-tx", daemon=True)
         self._rx_thread.start()
@@ -245,15 +251,17 @@ class UDPMulticastMedia(Media):
                 sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
             except OSError as ex:  # Not Linux: other groups on the same port may leak in; use distinct ports there.
                 _logger.info("%s: IP_MULTICAST_ALL unsupported: %s", self, ex)
-            try:
-                sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, grp + socket.inet_aton("0.0.0.0"))
-            except OSError as ex:
-                _logger.debug("%s: dropping the INADDR_ANY membership failed: %s", self, ex)
+            # Join on lo first, then leave the INADDR_ANY membership, so a failure never leaves the socket deaf.
             try:
                 sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, grp + lo)
             except OSError as ex:
-                if ex.errno != errno.EADDRINUSE:  # Already joined on lo (INADDR_ANY resolved to lo): fine.
+                if ex.errno != errno.EADDRINUSE:
                     raise
+                return  # INADDR_ANY already resolved to lo: that membership is the one we want; keep it.
+            try:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, grp + socket.inet_aton("0.0.0.0"))
+            except OSError as ex:
+                _logger.debug("%s: leaving the INADDR_ANY membership failed: %s", self, ex)
         finally:
             sock.close()  # Closes only the duplicate descriptor; the bus keeps its own.
 

@@ -50,9 +50,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pycyphal.application import register
-from pycyphal.application._registry_factory import SimpleRegistry
-from pycyphal.application.register import Value, ValueConversionError, ValueProxy
+from . import _dsdl
+
+_dsdl.ensure_compiled()  # pycyphal.application imports the uavcan namespace.
+
+from pycyphal.application import register  # noqa: E402
+from pycyphal.application._registry_factory import SimpleRegistry  # noqa: E402
+from pycyphal.application.register import Value, ValueConversionError, ValueProxy  # noqa: E402
 
 PORTS: Mapping[str, str] = {
     "uavcan.sub.setpoint_servo": "zubax.telega.ServoCommand.1.0 (or a structural supertype, e.g. Real32)",
@@ -73,6 +77,13 @@ Validator = Callable[[ValueProxy], str | None]
 
 class RefusedWriteError(ValueConversionError):
     """A register write was refused by its validator; the old value stays."""
+
+
+def _show(v: ValueProxy) -> str:
+    """A register value as a user would type it."""
+    if v.value.string is not None:
+        return repr(v.value.string.value.tobytes().decode(errors="replace"))
+    return str([float(f"{x:.7g}") for x in v.floats])
 
 
 def _finite(v: ValueProxy) -> str | None:
@@ -209,7 +220,7 @@ class ServoRegistry(SimpleRegistry):
                 self.refused_writes += 1
                 if self.on_refused is not None:
                     self.on_refused(name, reason)
-                raise RefusedWriteError(f"{name}: {reason}; kept {list(self[name].floats) or self[name].value}")
+                raise RefusedWriteError(f"{name}: {reason}; kept {_show(self[name])}")
         super().__setitem__(name, value)
 
     def setdefault(self, key: str, default: register.Registry.Assignable | None = None) -> register.ValueProxyWithFlags:
@@ -220,7 +231,7 @@ class ServoRegistry(SimpleRegistry):
         if created and spec is not None:
             reason = spec.validator(out)
             if reason is not None:
-                raise RefusedWriteError(f"{reason} (got {list(out.floats) or out.value})")
+                raise RefusedWriteError(f"{reason} (got {_show(out)})")
         return out
 
     def close(self) -> None:

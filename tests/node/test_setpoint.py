@@ -1,0 +1,94 @@
+"""Setpoint semantics of the Telega servo command: defaults, velocity mode, rejection of bad values."""
+
+import math
+
+import pytest
+
+from servo_node.setpoint import ProfileLimits, Rejected, Rejection, Setpoint, interpret
+
+DEFAULTS = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
+FORCE = 100.0
+
+
+def cmd(
+    p: float = 1.0,
+    v: float = 0.0,
+    f: float = 0.0,
+    vel: tuple[float, float] = (0.0, 0.0),
+    acc: tuple[float, float] = (0.0, 0.0),
+    j: float = 0.0,
+) -> Setpoint | Rejected:
+    return interpret(p, v, f, vel, acc, j, DEFAULTS, FORCE)
+
+
+def test_scalar_position_takes_every_default() -> None:
+    sp = cmd(100.0)
+    assert isinstance(sp, Setpoint)
+    assert (sp.target_position, sp.target_velocity, sp.velocity_mode) == (100.0, 0.0, False)
+    assert sp.limits == DEFAULTS
+    assert sp.force_limit == FORCE
+
+
+def test_pairs_and_jerk_default_independently() -> None:
+    sp = cmd(500.0, acc=(-300.0, 3.14))
+    assert isinstance(sp, Setpoint)
+    assert sp.limits == ProfileLimits(-10.0, 10.0, -300.0, 3.14, 500.0)
+    sp = cmd(5.0, vel=(-1.0, 2.0), j=7.0, f=3.0)
+    assert isinstance(sp, Setpoint)
+    assert sp.limits == ProfileLimits(-1.0, 2.0, -50.0, 50.0, 7.0)
+    assert sp.force_limit == 3.0
+
+
+def test_reverse_velocity_zero_is_a_valid_limit() -> None:
+    sp = cmd(5.0, vel=(0.0, 2.0))
+    assert isinstance(sp, Setpoint) and sp.limits.v_min == 0.0
+
+
+def test_non_positive_force_selects_default() -> None:
+    for f in (0.0, -5.0):
+        sp = cmd(f=f)
+        assert isinstance(sp, Setpoint) and sp.force_limit == FORCE
+
+
+@pytest.mark.parametrize(
+    "kwargs, code",
+    [
+        ({"p": math.nan}, Rejection.NOT_A_NUMBER),
+        ({"v": math.nan}, Rejection.NOT_A_NUMBER),
+        ({"f": math.nan}, Rejection.NOT_A_NUMBER),
+        ({"vel": (math.nan, 1.0)}, Rejection.NOT_A_NUMBER),
+        ({"acc": (-1.0, math.nan)}, Rejection.NOT_A_NUMBER),
+        ({"j": math.nan}, Rejection.NOT_A_NUMBER),
+        ({"v": math.inf}, Rejection.INFINITE),
+        ({"f": math.inf}, Rejection.INFINITE),
+        ({"vel": (-math.inf, 1.0)}, Rejection.INFINITE),
+        ({"acc": (-1.0, math.inf)}, Rejection.INFINITE),
+        ({"j": math.inf}, Rejection.INFINITE),
+        ({"vel": (1.0, 2.0)}, Rejection.VELOCITY_LIMITS),
+        ({"vel": (-1.0, 0.0)}, Rejection.VELOCITY_LIMITS),
+        ({"acc": (0.0, 2.0)}, Rejection.ACCELERATION_LIMITS),
+        ({"acc": (1.0, 2.0)}, Rejection.ACCELERATION_LIMITS),
+        ({"acc": (-1.0, -2.0)}, Rejection.ACCELERATION_LIMITS),
+        ({"j": -1.0}, Rejection.JERK_LIMIT),
+    ],
+)
+def test_rejections(kwargs: dict[str, object], code: Rejection) -> None:
+    res = cmd(**kwargs)  # type: ignore[arg-type]
+    assert isinstance(res, Rejected), res
+    assert res.code is code
+    assert res.reason
+
+
+def test_infinite_target_selects_velocity_mode() -> None:
+    sp = cmd(math.inf)
+    assert isinstance(sp, Setpoint) and sp.velocity_mode and sp.target_velocity == DEFAULTS.v_max
+    sp = cmd(-math.inf)
+    assert isinstance(sp, Setpoint) and sp.velocity_mode and sp.target_velocity == DEFAULTS.v_min
+    sp = cmd(math.inf, v=-3.0)  # The sign comes from the velocity when it is given.
+    assert isinstance(sp, Setpoint) and sp.velocity_mode and sp.target_velocity == -3.0
+
+
+def test_summary_is_json_ready() -> None:
+    sp = cmd(-math.inf)
+    assert isinstance(sp, Setpoint)
+    assert sp.summary()["target"] == ["-inf", -10.0]

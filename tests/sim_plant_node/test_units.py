@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 import pytest
 from pycyphal.application import make_registry
@@ -127,3 +128,22 @@ def test_plant_keeps_simulated_time_equal_to_wall_time() -> None:
     finally:
         plant.close()
     assert not plant.alive
+
+
+def test_registers_persist_in_the_register_file(tmp_path: Path) -> None:
+    """Values from the environment are stored in the register file and survive a restart without them."""
+    path = tmp_path / "plant.db"
+    try:
+        reg = make_registry(str(path), environment_variables={"SIM__INERTIA": "3", "SIM__PUBLISH_RATE": "50"})
+        try:
+            load_config(reg)
+        finally:
+            reg.close()
+        reg = make_registry(str(path), environment_variables={})
+        try:
+            params, _step_rate, publish_rate = load_config(reg)
+        finally:
+            reg.close()
+        assert params.inertia == 3.0 and publish_rate == 50.0
+    finally:
+        path.unlink(missing_ok=True)

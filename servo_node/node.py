@@ -387,6 +387,8 @@ class ServoNode:
             "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration),
             "meas": _g(s.position, s.velocity, s.acceleration, s.force),
             "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0]},
+            "settled": _g(s.settled_after_s)[0],
+            "track_max": _g(s.tracking_error_max)[0],
             "engaged": s.engaged,
             "t": _g(s.time_s)[0],
         }
@@ -476,4 +478,6 @@ def loop_config(reg: ServoRegistry) -> LoopConfig:
         stop_acceleration=reg.real("servo.stop.acceleration"),
         stop_jerk=reg.real("servo.stop.jerk"),
         sim_joint=sim if backend == "sim" else None,
+        stepped_clock=reg.text("servo.loop_clock") == "stepped",
+        arrival_tolerance=reg.real("servo.arrival_tolerance"),
     )

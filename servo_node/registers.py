@@ -13,6 +13,12 @@ Register                               Type          Default             Meaning
 ``servo.torque_limit``                 real32        100                 default force/torque limit > 0 [N or N·m]
 ``servo.deadman_timeout``              real32        0.5                 setpoint expiry [second], > 0
 ``servo.loop_rate``                    real32        1000                control loop rate [Hz], 10..10000
+``servo.loop_clock``                  string        "monotonic"         ``monotonic``: loop time is the measured clock;
+                                                                         ``stepped`` (sim backend): exactly one period
+                                                                         per tick, paced by the wall clock (a
+                                                                         deterministic simulation)
+``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
+                                                                         (``sys.motion`` ``settled``)
 ``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
@@ -154,6 +160,8 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.torque_limit": RegisterSpec(_real(100), _POSITIVE),
     "servo.deadman_timeout": RegisterSpec(_real(0.5), _POSITIVE),
     "servo.loop_rate": RegisterSpec(_real(1000), _scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
+    "servo.loop_clock": RegisterSpec(_string("monotonic"), _choice("monotonic", "stepped")),
+    "servo.arrival_tolerance": RegisterSpec(_real(1e-3), _POSITIVE),
     "servo.drive.backend": RegisterSpec(_string("sim"), _choice("sim", "udral")),
     "servo.drive.mode": RegisterSpec(_string("velocity"), _choice("velocity", "torque")),
     "servo.drive.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),

@@ -92,8 +92,9 @@ def tick(
 ) -> None:
     """Run one control tick at loop time ``now`` [second]; see the module docstring. Allocates nothing.
 
-    ``c`` is scratch for the command copy (float64[N_CMD]); ``ref`` scratch float64[4].
+    ``c`` is scratch for the command copy (float64[N_CMD]); ``ref`` scratch float64[8] (now, next period).
     """
+    ref_next = ref[4:]
     remote_drive = cfg[L.K_DRIVE] == L.DRIVE_REMOTE
     dt = now - st[L.ST_PREV_T] if st[L.ST_TICKS] > 0 else 0.0
     st[L.ST_PREV_T] = now
@@ -146,6 +147,8 @@ def tick(
             if status == 0:
                 st[L.ST_MODE] = L.MODE_POSITION
                 st[L.ST_T0] = now
+                st[L.ST_TRACK_MAX] = 0.0
+                st[L.ST_SETTLED] = np.nan
                 st[L.ST_ENGAGED] = 1.0
                 st[L.ST_ERROR] = ERR_NONE
             else:
@@ -170,13 +173,25 @@ def tick(
             st[L.ST_MODE] = L.MODE_DISENGAGE
             st[L.ST_ENGAGED] = 0.0
 
-    # 3. Reference at the measured time.
+    # 3. Reference at the measured time, and one period ahead: a velocity command takes effect over the
+    #    coming period (the drive reaches it by the end of the period), so its feed-forward is the velocity the
+    #    reference will have then.
     t = now - st[L.ST_T0]
+    t_next = t + cfg[L.K_PERIOD]
     mode = st[L.ST_MODE]
     if st[L.ST_ENGAGED] != 0.0 and mode == L.MODE_POSITION:
         sample_into(prof, t, ref)
+        sample_into(prof, t_next, ref_next)
+        st[L.ST_TRACK_MAX] = max(st[L.ST_TRACK_MAX], abs(ref[0] - p_m))
+        if (
+            np.isnan(st[L.ST_SETTLED])
+            and t >= profile_duration(prof)
+            and abs(p_m - c[L.C_PT]) <= cfg[L.K_ARRIVAL_TOLERANCE]
+        ):
+            st[L.ST_SETTLED] = t
     elif st[L.ST_ENGAGED] != 0.0 and (mode == L.MODE_VELOCITY or mode == L.MODE_STOP):
         sample_velocity_into(vprof, t, ref)
+        sample_velocity_into(vprof, t_next, ref_next)
         if mode == L.MODE_STOP and t >= vprof[VP_DURATION]:
             st[L.ST_ENGAGED] = 0.0
             st[L.ST_MODE] = L.MODE_DISENGAGE
@@ -185,6 +200,7 @@ def tick(
         ref[1] = 0.0
         ref[2] = 0.0
         ref[3] = 0.0
+        ref_next[1] = 0.0
 
     # 4. Control law and 5. drive command.
     flim = st[L.ST_FLIM]
@@ -193,7 +209,7 @@ def tick(
     if st[L.ST_ENGAGED] != 0.0:
         e = ref[0] - p_m
         if cfg[L.K_LAW] == L.LAW_VELOCITY:
-            v_cmd = ref[1] + cfg[L.K_VELOCITY_GAIN] * e
+            v_cmd = ref_next[1] + cfg[L.K_VELOCITY_GAIN] * e
             f_cmd = flim  # A remote drive reads a finite force beside a finite velocity as the limit.
         else:
             f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * (ref[1] - v_m)
@@ -234,6 +250,8 @@ def tick(
     out[L.O_PLAN_T0] = st[L.ST_T0]
     out[L.O_VCMD] = v_cmd
     out[L.O_FCMD] = f_cmd
+    out[L.O_TRACK_MAX] = st[L.ST_TRACK_MAX]
+    out[L.O_SETTLED] = st[L.ST_SETTLED]
     _end_write(out)
 
 
@@ -285,6 +303,8 @@ def run_realtime(
     """
     period_ns = int(cfg[L.K_PERIOD] * 1e9)
     next_ns = monotonic_ns(timespec)
+    stepped_now = next_ns * 1e-9
+    stepped = cfg[L.K_STEPPED] != 0.0
     ring = L.TIMING_RING
     while cmd[L.C_QUIT] == 0.0:
         sleep_until_ns(next_ns, timespec)
@@ -292,7 +312,9 @@ def run_realtime(
         n = int(timing[ring])
         timing[n % ring] = (now_ns - next_ns) * 1e-9
         timing[ring] = n + 1
-        tick(now_ns * 1e-9, cmd, cfg, st, out, c, prof, vprof, ref, sim_params, sim_state, remote)
+        stepped_now += cfg[L.K_PERIOD]
+        tick(stepped_now if stepped else now_ns * 1e-9, cmd, cfg, st, out, c, prof, vprof, ref, sim_params,
+             sim_state, remote)  # fmt: skip
         next_ns += period_ns
-        if now_ns - next_ns > period_ns:
+        if not stepped and now_ns - next_ns > period_ns:
             next_ns = now_ns + period_ns

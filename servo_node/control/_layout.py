@@ -38,7 +38,9 @@ K_INERTIA = 4
 K_PERIOD = 5  # [second]
 K_DRIVE = 6  # DRIVE_SIM or DRIVE_REMOTE
 K_FEEDBACK_TIMEOUT = 7  # [second]
-N_CFG = 8
+K_STEPPED = 8  # 1: loop time advances exactly one period per tick (simulation time), paced by the wall clock
+K_ARRIVAL_TOLERANCE = 9  # |p - p_target| that counts as arrived
+N_CFG = 10
 
 LAW_VELOCITY = 0.0
 LAW_TORQUE = 1.0
@@ -56,7 +58,9 @@ ST_ERROR_COUNT = 6
 ST_FLIM = 7
 ST_TICKS = 8
 ST_STARTED_T = 9
-N_ST = 10
+ST_TRACK_MAX = 10  # largest |p_ref - p| since the plan started
+ST_SETTLED = 11  # time from plan start to arrival [second]; NaN until then
+N_ST = 12
 
 # ---- out: loop -> networking side
 O_SEQ = 0
@@ -81,7 +85,9 @@ O_MODE = 18
 O_PLAN_T0 = 19  # loop time the active plan started [second]
 O_VCMD = 20
 O_FCMD = 21
-N_OUT = 22
+O_TRACK_MAX = 22  # largest |p_ref - p| since the plan started
+O_SETTLED = 23  # plan start to the first tick at or after the planned end with |p - p_target| within tolerance
+N_OUT = 24
 
 # ---- remote: a drive on the bus (DRIVE_REMOTE); the networking side fills R_P..R_RX_T, the loop R_CMD_*
 R_SEQ = 0

@@ -60,6 +60,10 @@ class LoopConfig:
     stop_jerk: float = 0.0
     sim_joint: JointParams | None = None
     """The embedded joint of the sim backend."""
+    stepped_clock: bool = False
+    """Loop time advances exactly one period per tick (kept in pace with the wall clock on average); makes the
+    embedded simulation deterministic whatever the scheduling jitter. Sim backend only."""
+    arrival_tolerance: float = 1e-3
 
     def cfg_array(self) -> np.ndarray:
         """The kernel's cfg array."""
@@ -71,6 +75,8 @@ class LoopConfig:
         cfg[L.K_PERIOD] = 1.0 / self.rate_hz
         cfg[L.K_DRIVE] = L.DRIVE_REMOTE if self.drive == "udral" else L.DRIVE_SIM
         cfg[L.K_FEEDBACK_TIMEOUT] = self.feedback_timeout_s
+        cfg[L.K_STEPPED] = 1.0 if self.stepped_clock and self.drive == "sim" else 0.0
+        cfg[L.K_ARRIVAL_TOLERANCE] = self.arrival_tolerance
         return cfg
 
 
@@ -96,6 +102,10 @@ class LoopSample:
     engaged: bool
     demand_factor: float
     command_seq: int
+    tracking_error_max: float
+    """Largest |p_ref - p| since the active plan started."""
+    settled_after_s: float
+    """Plan start to the first tick at or after the planned end within the arrival tolerance; NaN until then."""
 
     @property
     def stopped(self) -> bool:
@@ -132,7 +142,7 @@ class ControlLoop:
         self._c = np.zeros(L.N_CMD)
         self._prof = np.zeros(PROFILE_SIZE)
         self._vprof = np.zeros(VP_SIZE)
-        self._ref = np.zeros(4)
+        self._ref = np.zeros(8)
         self._timespec = np.zeros(2, dtype=np.int64)
         self._sim_now = 0.0
         self._thread: threading.Thread | None = None
@@ -223,6 +233,8 @@ class ControlLoop:
             engaged=bool(o[L.O_ENGAGED]),
             demand_factor=float(o[L.O_DEMAND]) if math.isfinite(o[L.O_DEMAND]) else 0.0,
             command_seq=int(o[L.O_CMD_SEQ]),
+            tracking_error_max=float(o[L.O_TRACK_MAX]),
+            settled_after_s=float(o[L.O_SETTLED]),
         )
 
     def period_errors(self) -> np.ndarray:

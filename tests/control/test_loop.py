@@ -1,0 +1,147 @@
+"""The control loop on a simulated clock: motion, control laws, stops, re-engagement, drive loss.
+
+Deterministic: the loop is advanced tick by tick in loop time; nothing here depends on the wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from servo_node.control import ControlLoop, LoopConfig, LoopError
+from servo_node.setpoint import ProfileLimits, Setpoint
+from sim_plant import JointParams
+from sim_plant._kernels import S_POSITION, S_VELOCITY
+
+LIMITS = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
+PERIOD = 1e-3
+
+
+def make_loop(law: str = "velocity", drive: str = "sim", **joint: float) -> ControlLoop:
+    params = {"max_force": 1000.0, "max_velocity": 100.0, **joint}
+    cfg = LoopConfig(law=law, drive=drive, sim_joint=JointParams(**params) if drive == "sim" else None)  # type: ignore[arg-type]
+    loop = ControlLoop(cfg, clock="simulated")
+    loop.start()
+    return loop
+
+
+def run_until(loop: ControlLoop, seconds: float) -> list[tuple[float, float, float, float, float]]:
+    """Advance tick by tick, returning (t, p_ref, v_ref, a_ref, p) per tick."""
+    rows = []
+    for _ in range(round(seconds / PERIOD)):
+        loop.advance(PERIOD)
+        s = loop.sample()
+        rows.append((s.time_s, s.ref_position, s.ref_velocity, s.ref_acceleration, s.position))
+    return rows
+
+
+@pytest.mark.parametrize("law", ["velocity", "torque"])
+def test_move_arrives_within_two_periods_of_the_plan(law: str) -> None:
+    loop = make_loop(law)
+    loop.command(Setpoint(100.0, 0.0, LIMITS, 1000.0))
+    loop.advance(PERIOD)
+    duration = loop.sample().plan_duration
+    assert duration > 0
+    run_until(loop, duration + 0.05)
+    s = loop.sample()
+    print(f"{law}: planned {duration:.4f} s, settled after {s.settled_after_s:.4f} s, "
+          f"max tracking error {s.tracking_error_max:.3e}, final error {abs(s.position - 100):.2e}")  # fmt: skip
+    assert abs(s.position - 100.0) <= 1e-3
+    assert duration <= s.settled_after_s <= duration + 2 * PERIOD
+    assert s.tracking_error_max < 0.05
+
+
+def test_torque_step_response_matches_the_closed_form() -> None:
+    """The seed paper's PD experiment: J = 1, K_p = 36, K_d = 12 gives 1 − (1 + 6t)·e^(−6t) for a unit step.
+
+    The servo holds position 1 (a stationary reference), the joint is put at 0 and released: the error
+    dynamics are exactly the closed loop's step response, sampled and held at 1 kHz.
+    """
+    loop = make_loop("torque", position=1.0)
+    loop.command(Setpoint(1.0, 0.0, LIMITS, 1000.0))
+    loop.advance(0.01)
+    assert loop.sample().engaged
+    loop.sim_state[0, S_POSITION] = 0.0
+    loop.sim_state[0, S_VELOCITY] = 0.0
+    t0 = loop.sample().time_s
+    worst = 0.0
+    for _ in range(2000):
+        loop.advance(PERIOD)
+        s = loop.sample()
+        t = s.time_s - t0
+        worst = max(worst, abs(s.position - (1 - (1 + 6 * t) * math.exp(-6 * t))))
+    print(f"step response max deviation {worst:.2e}")
+    assert worst < 2e-3
+    assert worst > 0  # The plant is really simulated, not the formula replayed.
+
+
+def test_velocity_mode_reaches_and_holds_the_velocity() -> None:
+    loop = make_loop()
+    loop.command(Setpoint(math.inf, 4.0, LIMITS, 1000.0, velocity_mode=True))
+    run_until(loop, 1.0)
+    s = loop.sample()
+    assert s.ref_velocity == pytest.approx(4.0)
+    assert s.velocity == pytest.approx(4.0, abs=1e-3)
+    p1 = s.position
+    run_until(loop, 0.5)
+    assert loop.sample().position == pytest.approx(p1 + 2.0, abs=1e-2)
+
+
+def test_stop_is_jerk_limited_then_disengages() -> None:
+    loop = make_loop()
+    loop.command(Setpoint(math.inf, 8.0, LIMITS, 1000.0, velocity_mode=True))
+    run_until(loop, 1.0)
+    loop.stop()
+    rows = np.array(run_until(loop, 1.0))
+    acc = rows[:, 3]
+    jerk = np.diff(acc) / PERIOD
+    assert np.all(np.abs(acc) <= 50.0 + 1e-9)
+    assert np.all(np.abs(jerk) <= 500.0 * (1 + 1e-6))
+    assert not loop.sample().engaged
+    assert abs(loop.sample().velocity) < 0.05
+    # Stop time is the jerk-limited profile's: 8 rad/s at 50 rad/s² and 500 rad/s³ takes 0.26 s.
+    stopped_at = rows[np.argmax(np.abs(rows[:, 2]) < 1e-12), 0] - rows[0, 0] + PERIOD
+    assert stopped_at == pytest.approx(8 / 50 + 50 / 500, abs=2 * PERIOD)
+
+
+def test_reengaging_starts_from_the_actual_state() -> None:
+    loop = make_loop()
+    loop.command(Setpoint(5.0, 0.0, LIMITS, 1000.0))
+    run_until(loop, 0.2)
+    loop.stop(immediate=True)
+    loop.advance(0.01)
+    loop.sim_state[0, S_POSITION] = 3.0  # The joint was pushed while disengaged.
+    loop.sim_state[0, S_VELOCITY] = 0.0
+    loop.command(Setpoint(5.0, 0.0, LIMITS, 1000.0))
+    loop.advance(PERIOD)
+    s = loop.sample()
+    assert s.engaged
+    assert s.ref_position == pytest.approx(3.0, abs=1e-3)
+    assert s.ref_velocity == pytest.approx(0.0, abs=1e-2)
+
+
+def test_new_target_mid_motion_keeps_the_reference_continuous() -> None:
+    loop = make_loop()
+    loop.command(Setpoint(10.0, 0.0, LIMITS, 1000.0))
+    before = run_until(loop, 0.3)
+    loop.command(Setpoint(-2.0, 0.0, LIMITS, 1000.0))
+    after = run_until(loop, 0.01)
+    (_, p0, v0, a0, _), (_, p1, v1, a1, _) = before[-1], after[0]
+    assert abs(p1 - p0) <= 10.0 * PERIOD + 1e-9
+    assert abs(v1 - v0) <= 50.0 * PERIOD + 1e-9
+    assert abs(a1 - a0) <= 500.0 * PERIOD + 1e-9
+    run_until(loop, 5.0)
+    assert loop.sample().position == pytest.approx(-2.0, abs=1e-3)
+
+
+def test_remote_drive_silence_is_an_error() -> None:
+    loop = make_loop(drive="udral")
+    loop.command(Setpoint(1.0, 0.0, LIMITS, 10.0))
+    loop.advance(0.1)
+    assert loop.sample().error is LoopError.NONE
+    loop.advance(0.5)
+    s = loop.sample()
+    assert s.error is LoopError.DRIVE_LOST and not s.engaged
+    assert loop.remote[8] != loop.remote[8] or loop.remote[6] == 0.0  # R_CMD_ENABLE off

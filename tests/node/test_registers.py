@@ -21,7 +21,7 @@ def test_defaults_and_environment() -> None:
 
 
 def test_invalid_environment_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="servo.profile.jerk"):
+    with pytest.raises(ValueError, match=r"servo\.profile\.jerk"):
         ServoRegistry(None, {"SERVO__PROFILE__JERK": "-1"})
 
 

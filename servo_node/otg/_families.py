@@ -27,9 +27,13 @@ def advance(v: float, a: float, s: float, t: float) -> tuple[float, float, float
 
 
 @njit(cache=True, nogil=True)
-def vchange(v: float, a: float, w: float, lo: float, hi: float) -> tuple[float, float, float, float]:
+def vchange(v: float, a: float, w: float, lo: float, hi: float, vtol: float) -> tuple[float, float, float, float]:
     """Fastest velocity change (v, a) -> (w, 0): jerk s for t1, plateau t2, jerk -s for t3 (bang-bang idea)."""
     vs = v + 0.5 * a * abs(a)
+    if abs(w - vs) <= vtol:
+        # w is where a single ramp of a to zero lands: snap, or a rounding error would open a sqrt-sized
+        # second ramp (the boundary state on which other generators fail)
+        return (1.0 if a < 0.0 else -1.0), abs(a), 0.0, 0.0
     if w >= vs:
         sq = w - v + 0.5 * a * a
         ap = math.sqrt(sq) if sq > 0.0 else 0.0
@@ -44,9 +48,9 @@ def vchange(v: float, a: float, w: float, lo: float, hi: float) -> tuple[float, 
 
 
 @njit(cache=True, nogil=True)
-def vchange_dist(v: float, a: float, w: float, lo: float, hi: float) -> tuple[float, float]:
+def vchange_dist(v: float, a: float, w: float, lo: float, hi: float, vtol: float) -> tuple[float, float]:
     """Distance and duration of the fastest velocity change (v, a) -> (w, 0)."""
-    s, t1, t2, t3 = vchange(v, a, w, lo, hi)
+    s, t1, t2, t3 = vchange(v, a, w, lo, hi, vtol)
     d1, v1, a1 = advance(v, a, s, t1)
     d2, v2, a2 = advance(v1, a1, 0.0, t2)
     d3, _v3, _a3 = advance(v2, a2, -s, t3)
@@ -54,23 +58,25 @@ def vchange_dist(v: float, a: float, w: float, lo: float, hi: float) -> tuple[fl
 
 
 @njit(cache=True, nogil=True)
-def chain_eval(kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float) -> tuple[float, float]:
+def chain_eval(
+    kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float, vtol: float,
+) -> tuple[float, float]:
     """Distance and duration of a chain member: peak/valley velocity x (KIND_PEAK) or gap ramp end a1 = x."""
     if kind == KIND_PEAK:
-        d1, t1 = vchange_dist(v, a, x, lo, hi)
-        d2, t2 = vchange_dist(x, 0.0, vt, lo, hi)
+        d1, t1 = vchange_dist(v, a, x, lo, hi, vtol)
+        d2, t2 = vchange_dist(x, 0.0, vt, lo, hi, vtol)
         return d1 + d2, t1 + t2
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     dr, vr, _ar = advance(v, a, s, tr)
-    d2, t2 = vchange_dist(vr, x, vt, lo, hi)
+    d2, t2 = vchange_dist(vr, x, vt, lo, hi, vtol)
     return dr + d2, tr + t2
 
 
 @njit(cache=True, nogil=True)
 def chain_root(
     kind: int, x0: float, x1: float, f0: float, f1: float, target: float,
-    v: float, a: float, vt: float, lo: float, hi: float,
+    v: float, a: float, vt: float, lo: float, hi: float, vtol: float,
 ) -> float:
     """Brent's method (bisection, secant and inverse quadratic steps) for chain_eval(x) = target on [x0, x1]."""
     if f0 == 0.0:
@@ -99,7 +105,7 @@ def chain_root(
             bisected = True
         else:
             bisected = False
-        fs = chain_eval(kind, s, v, a, vt, lo, hi)[0] - target
+        fs = chain_eval(kind, s, v, a, vt, lo, hi, vtol)[0] - target
         xd = xc
         xc, fc = xb, fb
         if fa * fs < 0.0:

@@ -38,9 +38,9 @@ __all__ = ["PROFILE_SIZE", "plan_batch_into", "plan_into", "profile_duration", "
 
 
 @njit(cache=True, nogil=True)
-def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: float) -> int:  # type: ignore[no-untyped-def]
+def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: float, vtol: float) -> int:  # type: ignore[no-untyped-def]
     """Append the three phases of the fastest velocity change (v, a) -> (w, 0)."""
-    s, t1, t2, t3 = vchange(v, a, w, lo, hi)
+    s, t1, t2, t3 = vchange(v, a, w, lo, hi, vtol)
     n = push_phase(prof, n, s, t1)
     n = push_phase(prof, n, 0.0, t2)
     return push_phase(prof, n, -s, t3)
@@ -49,23 +49,24 @@ def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: flo
 @njit(cache=True, nogil=True)
 def _push_chain(  # type: ignore[no-untyped-def]
     prof, n: int, kind: int, x: float, tc: float, v: float, a: float, w: float, lo: float, hi: float,
+    vtol: float,
 ) -> int:
     """Append the phases of one chain member (see ``_families``): peak/valley with cruise tc, or gap."""
     if kind == KIND_PEAK:
-        n = _push_vchange(prof, n, v, a, x, lo, hi)
+        n = _push_vchange(prof, n, v, a, x, lo, hi, vtol)
         n = push_phase(prof, n, 0.0, tc)
-        return _push_vchange(prof, n, x, 0.0, w, lo, hi)
+        return _push_vchange(prof, n, x, 0.0, w, lo, hi, vtol)
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     n = push_phase(prof, n, s, tr)
     _d, vr, _a = advance(v, a, s, tr)
-    return _push_vchange(prof, n, vr, x, w, lo, hi)
+    return _push_vchange(prof, n, vr, x, w, lo, hi, vtol)
 
 
 @njit(cache=True, nogil=True)
 def _plan_normalised(  # type: ignore[no-untyped-def]
     D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, pnoise: float,
-    prof, n: int,
+    vtol: float, prof, n: int,
 ) -> tuple[int, int]:
     """Time-optimal box plan from a recoverable state: first chain member whose distance is D.
 
@@ -74,45 +75,45 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     """
     vs = v + 0.5 * a * abs(a)
     vs = min(max(vs, vmn), vmx)
-    d_dir, t_dir = vchange_dist(v, a, w, lo, hi)
+    d_dir, t_dir = vchange_dist(v, a, w, lo, hi, vtol)
     err = D - d_dir
     tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
     if abs(err) <= tol:
-        return OK, _push_vchange(prof, n, v, a, w, lo, hi)
+        return OK, _push_vchange(prof, n, v, a, w, lo, hi, vtol)
     if err > 0.0:
         if a < 0.0 and w < vs:
-            d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi)
+            d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi, vtol)
             if D <= d_gap:
-                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi)
-                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi)
+                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol)
+                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol)
             vlo = vs
         else:
             vlo = max(vs, w)
         vlo = min(vlo, vmx)
-        d_end, _t = chain_eval(KIND_PEAK, vmx, v, a, w, lo, hi)
+        d_end, _t = chain_eval(KIND_PEAK, vmx, v, a, w, lo, hi, vtol)
         if D <= d_end:
-            d_lo, _t = chain_eval(KIND_PEAK, vlo, v, a, w, lo, hi)
-            x = chain_root(KIND_PEAK, vlo, vmx, d_lo - D, d_end - D, D, v, a, w, lo, hi)
-            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi)
-        return OK, _push_chain(prof, n, KIND_PEAK, vmx, (D - d_end) / vmx, v, a, w, lo, hi)
+            d_lo, _t = chain_eval(KIND_PEAK, vlo, v, a, w, lo, hi, vtol)
+            x = chain_root(KIND_PEAK, vlo, vmx, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol)
+            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol)
+        return OK, _push_chain(prof, n, KIND_PEAK, vmx, (D - d_end) / vmx, v, a, w, lo, hi, vtol)
     if a > 0.0 and w > vs:
-        d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi)
+        d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi, vtol)
         if D >= d_gap:
-            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi)
-            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi)
+            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol)
+            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol)
         vhi = vs
     else:
         vhi = min(vs, w)
     vhi = max(vhi, vmn)
-    d_end, _t = chain_eval(KIND_PEAK, vmn, v, a, w, lo, hi)
+    d_end, _t = chain_eval(KIND_PEAK, vmn, v, a, w, lo, hi, vtol)
     if D >= d_end:
-        d_hi, _t = chain_eval(KIND_PEAK, vhi, v, a, w, lo, hi)
-        x = chain_root(KIND_PEAK, vhi, vmn, d_hi - D, d_end - D, D, v, a, w, lo, hi)
-        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi)
+        d_hi, _t = chain_eval(KIND_PEAK, vhi, v, a, w, lo, hi, vtol)
+        x = chain_root(KIND_PEAK, vhi, vmn, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol)
+        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol)
     if vmn < 0.0:
-        return OK, _push_chain(prof, n, KIND_PEAK, vmn, (D - d_end) / vmn, v, a, w, lo, hi)
+        return OK, _push_chain(prof, n, KIND_PEAK, vmn, (D - d_end) / vmn, v, a, w, lo, hi, vtol)
     if d_end - D <= 1e3 * tol:
-        return OK, _push_chain(prof, n, KIND_PEAK, vmn, 0.0, v, a, w, lo, hi)  # short only by rounding noise
+        return OK, _push_chain(prof, n, KIND_PEAK, vmn, 0.0, v, a, w, lo, hi, vtol)  # short only by rounding noise
     return INFEASIBLE, n
 
 
@@ -175,8 +176,10 @@ def _solve_box(  # type: ignore[no-untyped-def]
     n, dpb, v, a = brake(v, a, lo, hi, vmn, vmx, tolv, prof, 0)
     prof[BRAKE_COUNT] = n
     a = min(max(a, lo), hi)
-    pnoise = 1e-15 * (abs(p0) + abs(pt)) / pu  # rounding noise of the absolute positions
-    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, prof, n)
+    pnoise = 1e-13 * (abs(p0) + abs(pt)) / pu  # rounding noise of absolute positions (sampled online states)
+    # a velocity within vtol of a one-ramp landing is snapped to it (scale of the limits, never shrinking)
+    vtol = 1.5e-14 * (vmx - vmn + abs(w))
+    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, vtol, prof, n)
     if status != OK:
         prof[COUNT] = 0
         prof[DURATION] = 0.0

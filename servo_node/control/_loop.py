@@ -129,6 +129,7 @@ class ControlLoop:
         self.cmd = np.zeros(L.N_CMD)
         self.cfg = config.cfg_array()
         self.st = np.zeros(L.N_ST)
+        self.st[L.ST_SETTLED] = np.nan
         self.out = np.zeros(L.N_OUT)
         self.remote = np.zeros(L.N_REMOTE)
         """Drive link for the ``udral`` backend: the networking side writes feedback, reads commands."""

@@ -1,0 +1,135 @@
+"""Closed loop through real processes: yakut → servo-node → drive (embedded, or sim-plant over CAN or UDP).
+
+The embedded case runs the loop on the stepped clock (one period of simulated time per tick), so its verdict on
+arrival time does not depend on how the machine schedules processes. The two-process cases check behaviour
+(arrival, stop after the publisher dies, error when the drive dies), not durations.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servo_node.transport import yakut_transport_expression
+from tests.procs import BIN, base_env, popen, read_register, servo_node, wait_for, y
+
+NODE, PLANT, CLIENT = 125, 90, 126
+DEADMAN_S = 0.5
+
+
+def motion(env: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(read_register(NODE, "sys.motion", env)))
+
+
+def servo(env: dict[str, str]) -> dict[str, Any]:
+    return dict(json.loads(read_register(NODE, "sys.status", env))["servo"])
+
+
+@contextmanager
+def publisher(env: dict[str, str], *args: str) -> Iterator[Any]:
+    e = {k: v for k, v in env.items() if not k.startswith(("SERVO__", "SIM__"))}
+    e["UAVCAN__NODE__ID"] = str(CLIENT)
+    with popen([str(BIN / "y"), "pub", *args], e) as proc:
+        yield proc
+
+
+def test_embedded_move_with_yakut(tmp_path: Path) -> None:
+    env = base_env(
+        UAVCAN__NODE__ID=str(NODE),
+        UAVCAN__SUB__SETPOINT_SERVO__ID="27",
+        SERVO__LOOP_CLOCK="stepped",
+    )
+    with servo_node(env, tmp_path / "servo.db", NODE):
+        y("r", "125", "servo.profile.velocity", "--", "-40", "40", env=env)
+        y("r", "125", "servo.profile.acceleration", "--", "-80", "80", env=env)
+        y("r", "125", "servo.profile.jerk", "1000", env=env)
+        rate = float(y("r", "125", "servo.loop_rate", env=env))
+        with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "100"):
+            m = wait_for(lambda: isinstance((m := motion(env))["settled"], float) and m, timeout=60, what="arrival")
+        final = m["meas"][0]
+        print(
+            f"embedded: planned {m['plan']['T']} s, settled after {m['settled']} s, "
+            f"max tracking error during motion {m['track_max']:.3e}, position {final}"
+        )
+        assert abs(final - 100.0) <= 1e-3
+        assert m["plan"]["T"] <= m["settled"] <= m["plan"]["T"] + 2.0 / rate
+
+
+def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """(servo env, sim-plant env, yakut env) for one bus of the given kind."""
+    ids = {"drive_setpoint": 40, "drive_readiness": 41, "drive_dynamics": 42, "drive_feedback": 43}
+    if kind == "udpmc":
+        group = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}"
+        port = str(random.randint(20000, 60000))
+        iface = f"udpmc:{group}:{port}"
+        common = {"UAVCAN__CAN__IFACE": iface, "UAVCAN__CAN__MTU": "64"}
+        yakut = base_env(**common, YAKUT_TRANSPORT=yakut_transport_expression(iface, CLIENT, 64))
+        yakut.pop("UAVCAN__UDP__IFACE")
+    else:
+        common = {"UAVCAN__UDP__IFACE": "127.0.0.1"}
+        yakut = base_env(**common)
+    servo_env = base_env(
+        **common,
+        UAVCAN__NODE__ID=str(NODE),
+        UAVCAN__SUB__SETPOINT_SERVO__ID="27",
+        SERVO__DRIVE__BACKEND="udral",
+        UAVCAN__PUB__DRIVE_SETPOINT__ID=str(ids["drive_setpoint"]),
+        UAVCAN__PUB__DRIVE_READINESS__ID=str(ids["drive_readiness"]),
+        UAVCAN__SUB__DRIVE_DYNAMICS__ID=str(ids["drive_dynamics"]),
+        UAVCAN__SUB__DRIVE_FEEDBACK__ID=str(ids["drive_feedback"]),
+        SERVO__PROFILE__VELOCITY="-20 20",
+        SERVO__PROFILE__ACCELERATION="-40 40",
+        SERVO__PROFILE__JERK="400",
+    )
+    plant_env = base_env(
+        **common,
+        UAVCAN__NODE__ID=str(PLANT),
+        UAVCAN__SUB__SERVO__SETPOINT__ID=str(ids["drive_setpoint"]),
+        UAVCAN__SUB__SERVO__READINESS__ID=str(ids["drive_readiness"]),
+        UAVCAN__PUB__SERVO__DYNAMICS__ID=str(ids["drive_dynamics"]),
+        UAVCAN__PUB__SERVO__FEEDBACK__ID=str(ids["drive_feedback"]),
+        SIM__PUBLISH_RATE="200",
+    )
+    for e in (servo_env, plant_env):
+        if kind == "udpmc":
+            e.pop("UAVCAN__UDP__IFACE")
+    return servo_env, plant_env, yakut
+
+
+@pytest.mark.parametrize("bus", ["udpmc", "udp"])
+def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
+    servo_env, plant_env, yakut_env = _bus_env(bus)
+    with popen([str(BIN / "sim-plant"), "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
+        with servo_node(yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))},
+                        tmp_path / "servo.db", NODE):  # fmt: skip
+            env = yakut_env
+            with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "30") as pub:
+                m = wait_for(
+                    lambda: (m := motion(env))["engaged"] and abs(m["meas"][0] - 30.0) < 0.05 and m,
+                    timeout=60,
+                    what=f"the remote joint to reach 30 over {bus}",
+                )
+                print(f"{bus}: reached {m['meas'][0]:.4f} (ref {m['ref'][0]}), max tracking error {m['track_max']:.3e}")
+                assert servo(env)["state"] == "engaged"
+                # Kill the publisher (the user's Ctrl+C): deadman expiry, then a jerk-limited stop.
+                pub.send_signal(signal.SIGKILL)
+            s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
+            assert s["expired_after_s"] <= DEADMAN_S + 0.1
+            m = wait_for(lambda: not (m := motion(env))["engaged"] and m, timeout=10, what="stop and disengage")
+            assert abs(m["meas"][1]) < 0.05, m  # At rest: the stop ended at zero velocity.
+            assert abs(m["meas"][0] - 30.0) < 0.1, m
+
+            # Move again, then kill the drive: the servo reports a drive error and disengages.
+            with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "35"):
+                wait_for(lambda: motion(env)["engaged"], timeout=30, what="engaged again")
+                plant.send_signal(signal.SIGKILL)
+                s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")
+                assert s["error"] == 3 and "drive" in s["reason"]
+                assert not motion(env)["engaged"]

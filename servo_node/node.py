@@ -480,4 +480,5 @@ def loop_config(reg: ServoRegistry) -> LoopConfig:
         sim_joint=sim if backend == "sim" else None,
         stepped_clock=reg.text("servo.loop_clock") == "stepped",
         arrival_tolerance=reg.real("servo.arrival_tolerance"),
+        realtime_priority=int(reg.real("servo.loop_priority")),
     )

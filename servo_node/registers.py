@@ -17,6 +17,8 @@ Register                               Type          Default             Meaning
                                                                          ``stepped`` (sim backend): exactly one period
                                                                          per tick, paced by the wall clock (a
                                                                          deterministic simulation)
+``servo.loop_priority``               real32        0                   SCHED_FIFO priority 1..99 of the loop thread
+                                                                         where permitted (root or CAP_SYS_NICE); 0: off
 ``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
                                                                          (``sys.motion`` ``settled``)
 ``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
@@ -162,6 +164,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.loop_rate": RegisterSpec(_real(1000), _scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
     "servo.loop_clock": RegisterSpec(_string("monotonic"), _choice("monotonic", "stepped")),
     "servo.arrival_tolerance": RegisterSpec(_real(1e-3), _POSITIVE),
+    "servo.loop_priority": RegisterSpec(_real(0), _scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
     "servo.drive.backend": RegisterSpec(_string("sim"), _choice("sim", "udral")),
     "servo.drive.mode": RegisterSpec(_string("velocity"), _choice("velocity", "torque")),
     "servo.drive.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),

@@ -1,0 +1,128 @@
+"""Control-loop timing: period error at 1 kHz and 500 Hz, with and without 100 Hz setpoint traffic over UDP.
+
+Runs a real servo node (embedded simulated drive, UDP on 127.0.0.1) in this process, and for the traffic cases
+a second Cyphal node in this process publishing ``zubax.telega.ServoCommand`` at 100 Hz with a new target each
+time (so every message re-plans). Reports the lateness of each tick against its absolute deadline, the process
+CPU use, and the latency from publishing a setpoint to the loop tick that starts the new plan.
+
+Usage: ``python bench/loop.py [--seconds 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from servo_node import _dsdl
+
+_dsdl.ensure_compiled()
+
+import pycyphal.application  # noqa: E402
+import uavcan.node  # noqa: E402
+import zubax.physics.dynamics as dyn  # noqa: E402
+import zubax.physics.kinematics as kin  # noqa: E402
+import zubax.telega  # noqa: E402
+
+from servo_node.node import ServoNode  # noqa: E402
+
+SUBJECT = 27
+
+
+def _command(target: float) -> zubax.telega.ServoCommand_1_0:
+    return zubax.telega.ServoCommand_1_0(
+        target=dyn.DoF2nd_1_0(kinematics=kin.DoF2nd_1_0(position=target, velocity=0.0), force=0.0)
+    )
+
+
+async def _case(rate_hz: int, traffic: bool, seconds: float, priority: int) -> dict[str, float]:
+    env = {
+        "UAVCAN__UDP__IFACE": "127.0.0.1",
+        "UAVCAN__NODE__ID": "120",
+        "UAVCAN__SUB__SETPOINT_SERVO__ID": str(SUBJECT),
+        "SERVO__LOOP_RATE": str(rate_hz),
+        "SERVO__DEADMAN_TIMEOUT": "2",
+        "SERVO__LOOP_PRIORITY": str(priority),
+    }
+    servo = ServoNode(None, env)
+    task = asyncio.create_task(servo.run())
+    await asyncio.wait_for(servo.ready.wait(), 60)
+    pub_node = pycyphal.application.make_node(
+        pycyphal.application.NodeInfo(name="bench.publisher"),
+        pycyphal.application.make_registry(None, {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": "121"}),
+    )
+    pub = pub_node.make_publisher(zubax.telega.ServoCommand_1_0, SUBJECT)
+    pub_node.start()
+    try:
+        loop = servo.loop
+        await asyncio.sleep(0.5)
+        skip = int(loop.timing[-1])
+        cpu0, wall0 = os.times(), time.monotonic()
+        k = 0
+        next_at = time.monotonic()
+        while time.monotonic() - wall0 < seconds:
+            if traffic:
+                await pub.publish(_command(math.sin(k * 0.05)))
+                k += 1
+            next_at += 0.01
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        cpu1, wall1 = os.times(), time.monotonic()
+        n = int(loop.timing[-1]) - skip
+        errors = loop.period_errors()[-n:] * 1e6
+        cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (wall1 - wall0) * 100
+
+        latencies = []
+        for i in range(40):
+            seq = loop.sample().command_seq
+            sent = time.monotonic()
+            await pub.publish(_command(10.0 + i))
+            while (s := loop.sample()).command_seq == seq or s.plan_start_s < sent:
+                await asyncio.sleep(0.0002)
+            latencies.append((s.plan_start_s - sent) * 1e6)
+            await asyncio.sleep(0.02)
+        return {
+            "p50": float(np.percentile(errors, 50)),
+            "p99": float(np.percentile(errors, 99)),
+            "max": float(errors.max()),
+            "ticks": n,
+            "cpu": cpu,
+            "lat50": float(np.percentile(latencies, 50)),
+            "lat99": float(np.percentile(latencies, 99)),
+        }
+    finally:
+        pub_node.close()
+        servo.close()
+        await task
+
+
+async def _main(seconds: float) -> None:
+    print(f"cyphal-servo control loop timing ({os.cpu_count()} cores, {seconds:g} s per case, UDP loopback)")
+    print(f"numpy {np.__version__}, pycyphal {pycyphal.__version__}, uavcan.node.Heartbeat {uavcan.node.Heartbeat_1_0}")
+    hdr = f"{'prio':>4} {'rate':>6} {'setpoints':>10} {'ticks':>7} {'err p50 µs':>11} {'p99 µs':>8} {'max µs':>8}"
+    print(hdr + f" {'CPU %':>6} {'sp→motion p50 µs':>17} {'p99 µs':>8}")
+    cases = [(p, rate, traffic) for p in (0, 50) for rate in (1000, 500) for traffic in (False, True)]
+    for priority, rate, traffic in cases:
+        r = await _case(rate, traffic, seconds, priority)
+        print(
+            f"{priority or 'std':>4} {rate:>5}H {'100 Hz' if traffic else 'none':>10} {r['ticks']:>7.0f} "
+            f"{r['p50']:>11.1f} {r['p99']:>8.1f} {r['max']:>8.1f} {r['cpu']:>6.1f} {r['lat50']:>17.0f} "
+            f"{r['lat99']:>8.0f}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    asyncio.run(_main(ap.parse_args().seconds))
+
+
+if __name__ == "__main__":
+    main()

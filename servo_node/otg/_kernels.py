@@ -188,8 +188,11 @@ def _solve_box(  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True, nogil=True)
-def _rule_ok(prof, k0: int, a_up: float, a_dn: float) -> bool:  # type: ignore[no-untyped-def]
-    """Check the direction-relative acceleration rule on every phase from k0, split at v = 0 crossings."""
+def _rule_ok(prof, k0: int, a_up: float, a_dn: float, vtol: float) -> bool:  # type: ignore[no-untyped-def]
+    """Check the direction-relative acceleration rule on every phase from k0, split at v = 0 crossings.
+
+    Pieces where |v| stays within vtol (a rounding-level touch of v = 0) may use either side's bounds.
+    """
     n = int(prof[COUNT])
     tol = 1e-9 * max(a_up, a_dn)
     for k in range(k0, n):
@@ -221,7 +224,12 @@ def _rule_ok(prof, k0: int, a_up: float, a_dn: float) -> bool:  # type: ignore[n
             if ce > cuts0 or (piece == 2 and dt == 0.0):
                 tm = 0.5 * (cuts0 + ce)
                 vm = v + tm * (a + 0.5 * jj * tm)
-                if vm >= 0.0:
+                v_a = v + cuts0 * (a + 0.5 * jj * cuts0)
+                v_b = v + ce * (a + 0.5 * jj * ce)
+                if max(abs(vm), abs(v_a), abs(v_b)) <= vtol:
+                    lo_b = -max(a_up, a_dn)
+                    hi_b = max(a_up, a_dn)
+                elif vm >= 0.0:
                     lo_b = -a_dn
                     hi_b = a_up
                 else:
@@ -229,7 +237,9 @@ def _rule_ok(prof, k0: int, a_up: float, a_dn: float) -> bool:  # type: ignore[n
                     hi_b = a_dn
                 for te in (cuts0, ce):
                     ae = a + jj * te
-                    if ae > hi_b + tol or ae < lo_b - tol:
+                    # start times are absolute: durations carry ~ulp(t) error, which moves a by |j|·ulp
+                    tq = tol + 1e-15 * t1 * abs(jj)
+                    if ae > hi_b + tq or ae < lo_b - tq:
                         return False
             cuts0 = max(cuts0, ce)
     return True
@@ -310,7 +320,7 @@ def _plan_rule(  # type: ignore[no-untyped-def]
             continue
         k0 = int(profile[BRAKE_COUNT]) if outside else 0
         d = profile[DURATION]
-        if d < best_t and (c == 2 or _rule_ok(profile, k0, a_up, a_dn)):
+        if d < best_t and (c == 2 or _rule_ok(profile, k0, a_up, a_dn, 1e-10 * (v_max - v_min))):
             best = c
             best_t = d
     if best < 0:

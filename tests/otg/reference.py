@@ -53,6 +53,13 @@ class Problem:
         lo, hi = (self.a_min, self.a_max) if self.v0 >= 0.0 else (-self.a_max, -self.a_min)
         if not (lo <= self.a0 <= hi and self.v_min <= self.v0 <= self.v_max):
             return False
+        # a crossing of v = 0 that cannot be reached with the acceleration inside the other side's bound
+        if self.v0 >= 0.0 > self.a0 and self.a0 * self.a0 > 2.0 * self.j_max * self.v0:
+            if self.a0 * self.a0 - 2.0 * self.j_max * self.v0 > self.a_max**2:
+                return False
+        if self.v0 < 0.0 < self.a0 and self.a0 * self.a0 > -2.0 * self.j_max * self.v0:
+            if self.a0 * self.a0 + 2.0 * self.j_max * self.v0 > self.a_max**2:
+                return False
         if self.a0 >= 0.0:
             cap = self.a_max if self.v0 >= 0.0 else -self.a_min
             return self.v0 + self.a0 * self.a0 / (2.0 * self.j_max) <= self.v_max and self.a0 <= cap
@@ -132,7 +139,7 @@ def check(problem: Problem, profile: Arr, *, grid: int = 801, rel: float = 1e-9,
     vv, aa = v[start:], a[start:]
     if np.any(vv > pr.v_max + rel * vs) or np.any(vv < pr.v_min - rel * vs):
         errors.append(f"velocity limit: [{vv.min()!r}, {vv.max()!r}] vs [{pr.v_min!r}, {pr.v_max!r}]")
-    if not np.all(_rule_ok(pr, vv, aa, rel * as_)):
+    if not np.all(_rule_ok(pr, vv, aa, rel * as_, rel * vs)):
         errors.append("direction-relative acceleration rule")
     pe, ve, ae, _je = (float(x[0, 0]) for x in sample_batch(profile[None, :], np.array([[dur]])))
     w = pr.repaired_vt()
@@ -141,16 +148,20 @@ def check(problem: Problem, profile: Arr, *, grid: int = 801, rel: float = 1e-9,
     return errors
 
 
-def _rule_ok(pr: Problem, v: Arr, a: Arr, tol: float) -> npt.NDArray[np.bool_]:
-    """Direction-relative acceleration rule on samples: bounds depend on the sign of v."""
+def _rule_ok(pr: Problem, v: Arr, a: Arr, tol: float, vtol: float = 0.0) -> npt.NDArray[np.bool_]:
+    """Direction-relative acceleration rule on samples: bounds depend on the sign of v.
+
+    Within vtol of v = 0 (a 1e-9-relative velocity excursion) either side's bounds are accepted.
+    """
     lo = np.where(v >= 0.0, pr.a_min, -pr.a_max)
     hi = np.where(v >= 0.0, pr.a_max, -pr.a_min)
     # at v == 0 exactly both sides' bounds apply by continuity; accept either side
-    lo2 = np.where(v == 0.0, -pr.a_max, lo)
-    hi2 = np.where(v == 0.0, pr.a_max, hi)
+    amax = max(pr.a_max, -pr.a_min)
+    lo2 = np.where(np.abs(v) <= vtol, -amax, lo)
+    hi2 = np.where(np.abs(v) <= vtol, amax, hi)
     return (a >= lo2 - tol) & (a <= hi2 + tol)
 
 
 def _inside(pr: Problem, v: Arr, a: Arr, vs: float, as_: float, rel: float) -> npt.NDArray[np.bool_]:
     """Samples where velocity and acceleration are within their limits."""
-    return (v <= pr.v_max + rel * vs) & (v >= pr.v_min - rel * vs) & _rule_ok(pr, v, a, rel * as_)
+    return (v <= pr.v_max + rel * vs) & (v >= pr.v_min - rel * vs) & _rule_ok(pr, v, a, rel * as_, rel * vs)

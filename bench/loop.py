@@ -27,7 +27,6 @@ from servo_node import _dsdl
 _dsdl.ensure_compiled()
 
 import pycyphal.application  # noqa: E402
-import uavcan.node  # noqa: E402
 import zubax.physics.dynamics as dyn  # noqa: E402
 import zubax.physics.kinematics as kin  # noqa: E402
 import zubax.telega  # noqa: E402
@@ -105,7 +104,6 @@ async def _case(rate_hz: int, traffic: bool, seconds: float, priority: int) -> d
 
 async def _main(seconds: float) -> None:
     print(f"cyphal-servo control loop timing ({os.cpu_count()} cores, {seconds:g} s per case, UDP loopback)")
-    print(f"numpy {np.__version__}, pycyphal {pycyphal.__version__}, uavcan.node.Heartbeat {uavcan.node.Heartbeat_1_0}")
     hdr = f"{'prio':>4} {'rate':>6} {'setpoints':>10} {'ticks':>7} {'err p50 µs':>11} {'p99 µs':>8} {'max µs':>8}"
     print(hdr + f" {'CPU %':>6} {'sp→motion p50 µs':>17} {'p99 µs':>8}")
     cases = [(p, rate, traffic) for p in (0, 50) for rate in (1000, 500) for traffic in (False, True)]

@@ -1,1 +1,19 @@
-"""cyphal-servo: a Cyphal node that turns setpoints into jerk-limited motion of a servo drive."""
+"""cyphal-servo: a Cyphal node that turns setpoints into jerk-limited motion of a servo drive.
+
+The data flow, one module each::
+
+    setpoint_servo (zubax.telega.ServoCommand) ──► setpoint.py   validate, fill defaults from registers.py
+    readiness (zubax.service.Readiness) ─────────► arming.py     readiness gate + deadman timeout
+                                                        │
+                                                        ▼ node.py (pycyphal, asyncio; the only networking module
+                                                        │          besides drive/cyphal.py and transport/)
+                                         control/   ControlLoop: a numba nogil thread, fed through seqlocked arrays
+                                           ├─ otg/              time-optimal jerk-limited trajectory (reference)
+                                           ├─ control/_kernel   control law: velocity or computed torque
+                                           └─ drive/            sim (embedded sim_plant joint) | cyphal (UDRAL drive)
+                                                        │
+    feedback, status, dynamics, sys.status ◄───────────┘
+
+``_dsdl.py`` compiles the project's own DSDL (``dsdl/``) once into a content-keyed cache; ``cli/`` is the
+``servo-node`` command. ``otg/``, ``control/`` kernels and ``sim_plant`` never import asyncio or pycyphal.
+"""

@@ -205,7 +205,7 @@ def _expm(a: FloatArray) -> FloatArray:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _update_cache_single(params: FloatArray, state: FloatArray, i: int, h: float) -> None:
-    """Cache Φ = exp(A·h) and Γ = ∫exp(A·s)ds·b of J·q'' = −K·q − B·q' + f for joint i."""
+    """Cache Φ = exp(A·h), Γ = ∫exp(A·s)ds·b of J·q'' = −K·q − B·q' + f for joint i, with 1/Γ_v and 1/h."""
     inv_j = 1.0 / params[i, P_INERTIA]
     aug = np.zeros((3, 3))
     aug[0, 1] = h
@@ -220,6 +220,8 @@ def _update_cache_single(params: FloatArray, state: FloatArray, i: int, h: float
     state[i, c + 3] = e[1, 1]
     state[i, c + 4] = e[0, 2]
     state[i, c + 5] = e[1, 2]
+    state[i, c + 6] = 1.0 / e[1, 2] if e[1, 2] > 0.0 else 0.0  # 0: no motor/friction (cannot happen for h > 0)
+    state[i, c + 7] = 1.0 / h
     state[i, S_CACHE_H] = h
 
 
@@ -252,30 +254,46 @@ def _update_cache_pair(params: FloatArray, state: FloatArray, p: int, c: int, h:
 
 
 # ---- controller ---------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _controller_velocity(params: FloatArray, state: FloatArray, i: int, q: float, h: float) -> float:
-    """Webots servo controller: Vc = P·(Pt − q) clipped to ±|Vd|, rate-limited by A·h; stores and returns Vc."""
-    target = state[i, S_TARGET_POSITION]
-    vd = state[i, S_TARGET_VELOCITY]
-    lo = params[i, P_MIN_POSITION]
-    hi = params[i, P_MAX_POSITION]
+@njit(cache=True, nogil=True, error_model="numpy")
+def _webots_vc(
+    target: float, vd: float, lo: float, hi: float, p: float, a: float, vc_prev: float, q: float, h: float
+) -> float:
+    """Webots servo controller: Vc = P·(Pt − q) clipped to ±|Vd|, its change per substep limited to A·h (A ≥ 0).
+
+    Target ±inf is velocity control (Vc = ±Vd, sign of target times sign of Vd); soft limits [lo, hi] (both zero =
+    off) clip the target, and in velocity control make it position control towards the limit ahead.
+    """
     limited = lo != 0.0 or hi != 0.0
+    vmax = abs(vd)
     if math.isinf(target):
         direction = (1.0 if target > 0.0 else -1.0) * (1.0 if vd >= 0.0 else -1.0)
         if limited:
-            # soft limits turn velocity control into position control towards the limit in the moving direction
-            vc = state[i, S_CONTROL_P] * ((hi if direction > 0.0 else lo) - q)
-            vc = _clip(vc, -abs(vd), abs(vd))
+            vc = _clip(p * ((hi if direction > 0.0 else lo) - q), -vmax, vmax)
         else:
-            vc = direction * abs(vd)
+            vc = direction * vmax
     else:
         if limited:
             target = _clip(target, lo, hi)
-        vc = _clip(state[i, S_CONTROL_P] * (target - q), -abs(vd), abs(vd))
-    a = state[i, S_ACCELERATION_LIMIT]
+        vc = _clip(p * (target - q), -vmax, vmax)
     if a >= 0.0:
-        vp = state[i, S_VC]
-        vc = vp + _clip(vc - vp, -a * h, a * h)
+        vc = vc_prev + _clip(vc - vc_prev, -a * h, a * h)
+    return vc
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _controller_velocity(params: FloatArray, state: FloatArray, i: int, q: float, h: float) -> float:
+    """Run joint i's Webots controller for one substep; stores and returns Vc."""
+    vc = _webots_vc(
+        state[i, S_TARGET_POSITION],
+        state[i, S_TARGET_VELOCITY],
+        params[i, P_MIN_POSITION],
+        params[i, P_MAX_POSITION],
+        state[i, S_CONTROL_P],
+        state[i, S_ACCELERATION_LIMIT],
+        state[i, S_VC],
+        q,
+        h,
+    )
     state[i, S_VC] = vc
     return vc
 
@@ -293,27 +311,42 @@ def _drive(params: FloatArray, state: FloatArray, i: int, q: float, h: float) ->
     return 0.0, 0.0, fs, False
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _substep_length(params: FloatArray, state: FloatArray, i: int, omega2: float, dt: float) -> tuple[int, float]:
-    """Number and length [s] of internal substeps of dt for joint i (group stiffness ω² [1/s²]).
+@njit(cache=True, nogil=True, error_model="numpy")
+def _substep_count(dt: float, p: float, omega2: float) -> int:
+    """Number n of internal substeps of dt [s] so that h = dt/n ≤ MAX_SUBSTEP_S, P·h ≤ 0.1 and ω·h ≤ 0.5.
 
-    The substep h is the largest dt/n with h ≤ MAX_SUBSTEP_S, P·h ≤ 0.1 and ω·h ≤ 0.5; the common case n = 1 is
-    decided with multiplications only (this runs for every joint on every step).
+    P is the active P gain (0 in force control) and ω² [1/s²] the stiffness of the joint or chain; the common case
+    n = 1 is decided with multiplications only (this runs for every joint on every step).
     """
-    p = state[i, S_CONTROL_P]
-    if state[i, S_CONTROL_MODE] == MODE_FORCE:
-        p = 0.0
     if (
         dt <= MAX_SUBSTEP_S
         and p * dt <= _P_SUBSTEP_FACTOR
         and omega2 * dt * dt <= _OMEGA_SUBSTEP_FACTOR * _OMEGA_SUBSTEP_FACTOR
     ):
-        return 1, dt
+        return 1
     rate = max(1.0 / MAX_SUBSTEP_S, p / _P_SUBSTEP_FACTOR, math.sqrt(omega2) / _OMEGA_SUBSTEP_FACTOR)
-    n = math.ceil(dt * rate * (1.0 - 1e-12))
-    if n < 1:
-        n = 1
+    n: int = math.ceil(dt * rate * (1.0 - 1e-12))
+    return n if n > 1 else 1
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _substep_length(params: FloatArray, state: FloatArray, i: int, omega2: float, dt: float) -> tuple[int, float]:
+    """Number and length [s] of internal substeps of dt for joint i (group stiffness ω² [1/s²])."""
+    p = 0.0 if state[i, S_CONTROL_MODE] == MODE_FORCE else state[i, S_CONTROL_P]
+    n = _substep_count(dt, p, omega2)
     return n, dt / n
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _stop_scalar(lo: float, hi: float, q: float, v: float) -> tuple[float, float]:
+    """Hard stops [lo, hi] (both zero = off) on (q, v): clip q, remove velocity into the stop."""
+    if lo == 0.0 and hi == 0.0:
+        return q, v
+    if q <= lo:
+        return lo, (v if v > 0.0 else 0.0)
+    if q >= hi:
+        return hi, (v if v < 0.0 else 0.0)
+    return q, v
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -331,56 +364,7 @@ def _stop(params: FloatArray, i: int, q: float, v: float) -> tuple[float, float,
 
 
 # ---- stepping -----------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _step_single(params: FloatArray, state: FloatArray, i: int, dt: float) -> None:
-    """Advance an uncoupled joint by dt [s]."""
-    inertia = params[i, P_INERTIA]
-    omega2 = params[i, P_SPRING_CONSTANT] / inertia
-    n, h = _substep_length(params, state, i, omega2, dt)
-    if state[i, S_CACHE_H] != h:
-        _update_cache_single(params, state, i, h)
-    c = S_CACHE
-    f00 = state[i, c + 0]
-    f01 = state[i, c + 1]
-    f10 = state[i, c + 2]
-    f11 = state[i, c + 3]
-    g0 = state[i, c + 4]
-    g1 = state[i, c + 5]
-    load = params[i, P_LOAD]
-    gravity = params[i, P_GRAVITY_LOAD]
-    q = state[i, S_POSITION]
-    v = state[i, S_VELOCITY]
-    v_prev = v
-    feedback = 0.0
-    for _ in range(n):
-        f_cmd, v_target, limit, motor_on = _drive(params, state, i, q, h)
-        f = f_cmd + load
-        if gravity != 0.0:
-            f += gravity * math.sin(q)
-        q_new = f00 * q + f01 * v + g0 * f
-        v_new = f10 * q + f11 * v + g1 * f
-        u = 0.0
-        if limit > 0.0 and g1 > 0.0:
-            u = _clip((v_target - v_new) / g1, -limit, limit)
-            q_new += g0 * u
-            v_new += g1 * u
-        q_new, v_new, _hit = _stop(params, i, q_new, v_new)
-        v_prev = v
-        q = q_new
-        v = v_new
-        if motor_on:
-            fm = state[i, S_MOTOR_FORCE]
-            feedback = _clip(u, -fm, fm)
-        else:
-            feedback = 0.0
-    state[i, S_POSITION] = q
-    state[i, S_VELOCITY] = v
-    state[i, S_ACCELERATION] = (v - v_prev) / h
-    state[i, S_MOTOR_FORCE_FEEDBACK] = feedback
-    state[i, S_TIME] += dt
-
-
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _solve_box2(
     g00: float, g01: float, g10: float, g11: float, r0: float, r1: float, lim0: float, lim1: float
 ) -> tuple[float, float]:
@@ -452,7 +436,7 @@ def _row(state: FloatArray, p: int, r: int, z0: float, z1: float, z2: float, z3:
     )
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _step_pair(params: FloatArray, state: FloatArray, p: int, c: int, dt: float) -> None:
     """Advance the chain of parent joint p carrying child joint c by dt [s] (exact coupled linear part)."""
     jp = params[p, P_INERTIA]
@@ -530,14 +514,89 @@ def _step_pair(params: FloatArray, state: FloatArray, p: int, c: int, dt: float)
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def step_joints(params: FloatArray, state: FloatArray, dt: float) -> None:
-    """Advance every joint (serial chains together) by dt [s]; dt ≤ 0 does nothing."""
+    """Advance every joint (serial chains together) by dt [s]; dt ≤ 0 does nothing.
+
+    The uncoupled-joint update is written inline in this loop on purpose: as a separate (even numba-inlined)
+    function it compiled to code 2.5x slower, and this loop is the plant's hot path.  Chains go in a second loop.
+    """
     if not dt > 0.0:
         return
+    pairs = False
     for i in range(params.shape[0]):
-        if params[i, P_PARENT] >= 0.0:
-            continue  # stepped with its parent
-        child = int(params[i, P_CHILD])
-        if child < 0:
-            _step_single(params, state, i, dt)
-        else:
-            _step_pair(params, state, i, child, dt)
+        if params[i, P_PARENT] >= 0.0 or params[i, P_CHILD] >= 0.0:
+            pairs = True
+            continue  # chains are stepped below, keeping this loop free of calls
+        # ---- uncoupled joint: everything read once into locals
+        inertia = params[i, P_INERTIA]
+        force_mode = state[i, S_CONTROL_MODE] == MODE_FORCE
+        p = state[i, S_CONTROL_P]
+        spring = params[i, P_SPRING_CONSTANT]
+        p_active = 0.0 if force_mode else p
+        n = 1
+        h = dt
+        if not (
+            dt <= MAX_SUBSTEP_S
+            and p_active * dt <= _P_SUBSTEP_FACTOR
+            and spring * dt * dt <= _OMEGA_SUBSTEP_FACTOR * _OMEGA_SUBSTEP_FACTOR * inertia
+        ):
+            n = _substep_count(dt, p_active, spring / inertia)
+            h = dt / n
+        if state[i, S_CACHE_H] != h:
+            _update_cache_single(params, state, i, h)
+        c = S_CACHE
+        f00 = state[i, c + 0]
+        f01 = state[i, c + 1]
+        f10 = state[i, c + 2]
+        f11 = state[i, c + 3]
+        g0 = state[i, c + 4]
+        g1 = state[i, c + 5]
+        inv_g1 = state[i, c + 6]
+        inv_h = state[i, c + 7]
+        load = params[i, P_LOAD]
+        gravity = params[i, P_GRAVITY_LOAD]
+        fm = state[i, S_MOTOR_FORCE]
+        fs = params[i, P_STATIC_FRICTION]
+        f_cmd = _clip(state[i, S_FORCE_COMMAND], -fm, fm) if force_mode else 0.0
+        motor_on = fm > 0.0 and not force_mode
+        limit = max(fm, fs) if motor_on else fs
+        target = state[i, S_TARGET_POSITION]
+        vd = state[i, S_TARGET_VELOCITY]
+        lo = params[i, P_MIN_POSITION]
+        hi = params[i, P_MAX_POSITION]
+        a = state[i, S_ACCELERATION_LIMIT]
+        stop_lo = params[i, P_MIN_STOP]
+        stop_hi = params[i, P_MAX_STOP]
+        vc = state[i, S_VC]
+        q = state[i, S_POSITION]
+        v = state[i, S_VELOCITY]
+        v_prev = v
+        u = 0.0
+        for _ in range(n):
+            f = f_cmd + load
+            if gravity != 0.0:
+                f += gravity * math.sin(q)
+            v_target = 0.0
+            if not force_mode:
+                vc = _webots_vc(target, vd, lo, hi, p, a, vc, q, h)
+                if motor_on:
+                    v_target = vc
+            q_new = f00 * q + f01 * v + g0 * f
+            v_new = f10 * q + f11 * v + g1 * f
+            u = 0.0
+            if limit > 0.0:
+                u = _clip((v_target - v_new) * inv_g1, -limit, limit)
+                q_new += g0 * u
+                v_new += g1 * u
+            v_prev = v
+            q, v = _stop_scalar(stop_lo, stop_hi, q_new, v_new)
+        state[i, S_POSITION] = q
+        state[i, S_VELOCITY] = v
+        state[i, S_VC] = vc
+        state[i, S_ACCELERATION] = (v - v_prev) * inv_h
+        state[i, S_MOTOR_FORCE_FEEDBACK] = _clip(u, -fm, fm) if motor_on else 0.0
+        state[i, S_TIME] += dt
+    if pairs:
+        for i in range(params.shape[0]):
+            child = int(params[i, P_CHILD])
+            if child >= 0:
+                _step_pair(params, state, i, child, dt)

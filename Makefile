@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/otg.py
 	$(BIN)/python bench/plant.py
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/startup.py
 
 ## Print the exports that make yakut use this project's DSDL.
 dsdl-env: $(STAMP)

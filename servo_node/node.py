@@ -37,7 +37,7 @@ from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
 
 from .arming import ArmingGate, ServoState  # noqa: E402
 from .control import ControlLoop, LoopConfig, LoopError, LoopSample  # noqa: E402
-from .drive import make_drive, sim_joint_from_registers  # noqa: E402
+from .drive import CyphalDrive, make_drive, sim_joint_from_registers  # noqa: E402
 from .registers import ServoRegistry  # noqa: E402
 from .setpoint import ProfileLimits, Rejected, Setpoint, interpret  # noqa: E402
 
@@ -83,6 +83,7 @@ class ServoNode:
         self.loop_clock = loop_clock
         self._node: pycyphal.application.Node | None = None
         self._loop: ControlLoop | None = None
+        self._drive: CyphalDrive | None = None
         self._gate = ArmingGate(False, 0.5)
         self._restart = asyncio.Event()
         self._closed = False
@@ -129,7 +130,7 @@ class ServoNode:
         self._restart.set()
 
     async def _serve_once(self) -> None:
-        self._build()
+        await self._build()
         try:
             tasks = [
                 asyncio.create_task(self._supervise(), name="supervise"),
@@ -145,7 +146,7 @@ class ServoNode:
             self.ready.clear()
             self._teardown()
 
-    def _build(self) -> None:
+    async def _build(self) -> None:
         reg = self.registry
         reg.declare()
         self._node = node = pycyphal.application.make_node(
@@ -175,8 +176,7 @@ class ServoNode:
             if pub is not None:
                 self._pub[name] = pub
         self._gate = ArmingGate(readiness_sub is not None, reg.real("servo.deadman_timeout"))
-        self._loop = ControlLoop(loop_config(reg), clock=self.loop_clock)
-        self._drive = make_drive(reg, node, self._loop) if reg.text("servo.drive.backend") == "udral" else None
+        config = loop_config(reg)
 
         if setpoint_sub is not None:
             setpoint_sub.receive_in_background(self._on_setpoint)
@@ -186,12 +186,20 @@ class ServoNode:
         srv.serve_in_background(self._on_execute_command)
 
         node.start()
-        if self._drive is not None:
+        await asyncio.sleep(0.01)  # Let the first (INITIALIZATION) heartbeat out before the kernels load.
+        # Loading (or compiling) the numba kernels takes a while; off the event loop, heartbeats keep going.
+        self._loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, config)
+        if config.drive == "udral":
+            self._drive = make_drive(reg, node, self._loop)
             self._drive.start()
-        self._loop.start()  # Compiles/loads the numba kernels: the heartbeat says INITIALIZATION meanwhile.
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
         self._flush_diagnostics()
         _logger.info("Node %s up: %s", node.id, node)
+
+    def _start_loop(self, config: LoopConfig) -> ControlLoop:
+        loop = ControlLoop(config, clock=self.loop_clock)
+        loop.start()
+        return loop
 
     def _teardown(self) -> None:
         if self._loop is not None:
@@ -241,14 +249,14 @@ class ServoNode:
             self.counters.last_rejection_at = now
             self._report(f"setpoint rejected: {result.reason}")
             return
-        if not self._gate.on_setpoint(now):
-            self.counters.setpoints_ignored_unarmed += 1
+        if self._loop is None or not self._gate.on_setpoint(now):
+            self.counters.setpoints_ignored_unarmed += 1  # Not armed, or still initialising.
             return
         self.counters.setpoints_accepted += 1
-        if result != self._setpoint or self.loop.sample().stopped:
+        if result != self._setpoint or self._loop.sample().stopped:
             self._setpoint = result
             self._error_code = 0
-            self.loop.command(result)
+            self._loop.command(result)
         self._feedback_due.set()
 
     async def _on_readiness(self, msg: zubax.service.Readiness_1_0, _meta: pycyphal.transport.TransferFrom) -> None:
@@ -382,7 +390,9 @@ class ServoNode:
 
     def motion(self) -> dict[str, Any]:
         """``sys.motion``: reference and measured state, the plan, engagement."""
-        s = self._last_sample or self.loop.sample()
+        if self._loop is None:
+            return {"engaged": False}
+        s = self._last_sample or self._loop.sample()
         return {
             "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration),
             "meas": _g(s.position, s.velocity, s.acceleration, s.force),

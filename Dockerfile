@@ -14,6 +14,6 @@ ENV NUMBA_CACHE_DIR=/home/servo/.cache/numba \
 USER servo
 WORKDIR /home/servo
 # Compile the DSDL and warm the numba caches at build time so containers start fast.
-RUN servo-node dsdl-env >/dev/null && python -c "import servo_node.control, sim_plant"
+RUN servo-node warmup
 ENTRYPOINT ["servo-node"]
 CMD ["run", "--registry", "/home/servo/servo_node.db"]

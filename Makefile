@@ -18,6 +18,7 @@ demo: $(STAMP)
 
 ## Lint, type-check and run the whole test suite.
 test: $(STAMP) lint
+	$(BIN)/servo-node warmup
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

@@ -64,6 +64,35 @@ Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends 
     return _run(registry, env)
 
 
+def _warmup() -> int:
+    """Fill the caches so that the first start of a node (or a test run) does not compile."""
+    import time
+
+    from .. import _dsdl
+
+    t0 = time.monotonic()
+    _dsdl.ensure_compiled()
+    from sim_plant import Joint, JointParams
+
+    from ..control import ControlLoop, LoopConfig
+    from ..otg import plan
+    from ..setpoint import ProfileLimits, Setpoint
+
+    plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0).at(0.5)
+    Joint(JointParams()).step(0.001)
+    for law in ("velocity", "torque"):
+        loop = ControlLoop(LoopConfig(law=law, sim_joint=JointParams()), clock="simulated")
+        loop.start()
+        loop.command(Setpoint(1.0, 0.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 1.0), 1.0))
+        loop.advance(0.01)
+        loop.close()
+    loop = ControlLoop(LoopConfig(sim_joint=JointParams()), clock="real")  # Compiles the real-time runner too.
+    loop.start()
+    loop.close()
+    print(f"caches warm ({time.monotonic() - t0:.1f} s)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``servo-node`` console script."""
     parser = argparse.ArgumentParser(prog="servo-node", description=__doc__)
@@ -80,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run a node on loopback UDP with the simulated drive and print yakut commands")
     demo.add_argument("--registry", default="demo.db")
     sub.add_parser("dsdl-env", help="print CYPHAL_PATH/PYCYPHAL_PATH exports so yakut uses this project's DSDL")
+    sub.add_parser("warmup", help="compile the DSDL and every numba kernel into their caches, then exit")
     sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
 
     args, rest = parser.parse_known_args(argv)
@@ -99,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(_dsdl.shell_exports(), end="")
         return 0
+    if args.command == "warmup":
+        return _warmup()
     registry = None if args.registry in (":memory:", "") else args.registry
     if args.command == "demo":
         return _demo(args.registry)

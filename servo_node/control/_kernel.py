@@ -33,6 +33,13 @@ from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._velocity_profile import VP_DURATION, plan_velocity_into, sample_velocity_into
 
+LoopArrays = tuple[np.ndarray, ...]
+"""(cmd, cfg, st, out, c, prof, vprof, ref, sim_params, sim_state, remote): every buffer a tick touches.
+
+``c`` is scratch for the command copy (float64[N_CMD]); ``ref`` scratch float64[8] (reference now, and one
+period ahead). Passing them as one tuple keeps the kernels' signatures short; numba types it once.
+"""
+
 ERR_NONE = 0.0
 ERR_INFEASIBLE = 1.0
 ERR_NUMERICAL = 2.0
@@ -76,24 +83,9 @@ def _start_stop(
 
 
 @njit(cache=True, nogil=True)
-def tick(
-    now: float,
-    cmd: np.ndarray,
-    cfg: np.ndarray,
-    st: np.ndarray,
-    out: np.ndarray,
-    c: np.ndarray,
-    prof: np.ndarray,
-    vprof: np.ndarray,
-    ref: np.ndarray,
-    sim_params: np.ndarray,
-    sim_state: np.ndarray,
-    remote: np.ndarray,
-) -> None:
-    """Run one control tick at loop time ``now`` [second]; see the module docstring. Allocates nothing.
-
-    ``c`` is scratch for the command copy (float64[N_CMD]); ``ref`` scratch float64[8] (now, next period).
-    """
+def tick(now: float, arrays: LoopArrays) -> None:
+    """Run one control tick at loop time ``now`` [second]; see the module docstring. Allocates nothing."""
+    cmd, cfg, st, out, c, prof, vprof, ref, sim_params, sim_state, remote = arrays
     ref_next = ref[4:]
     remote_drive = cfg[L.K_DRIVE] == L.DRIVE_REMOTE
     dt = now - st[L.ST_PREV_T] if st[L.ST_TICKS] > 0 else 0.0
@@ -256,51 +248,24 @@ def tick(
 
 
 @njit(cache=True, nogil=True)
-def run_simulated(
-    ticks: int,
-    start_s: float,
-    cmd: np.ndarray,
-    cfg: np.ndarray,
-    st: np.ndarray,
-    out: np.ndarray,
-    c: np.ndarray,
-    prof: np.ndarray,
-    vprof: np.ndarray,
-    ref: np.ndarray,
-    sim_params: np.ndarray,
-    sim_state: np.ndarray,
-    remote: np.ndarray,
-) -> float:
+def run_simulated(ticks: int, start_s: float, arrays: LoopArrays) -> float:
     """Run ``ticks`` ticks on a simulated clock from ``start_s`` at the configured period; returns the end time."""
-    period = cfg[L.K_PERIOD]
+    period = arrays[1][L.K_PERIOD]
     now = start_s
     for _ in range(ticks):
         now += period
-        tick(now, cmd, cfg, st, out, c, prof, vprof, ref, sim_params, sim_state, remote)
+        tick(now, arrays)
     return now
 
 
 @njit(cache=True, nogil=True)
-def run_realtime(
-    cmd: np.ndarray,
-    cfg: np.ndarray,
-    st: np.ndarray,
-    out: np.ndarray,
-    c: np.ndarray,
-    prof: np.ndarray,
-    vprof: np.ndarray,
-    ref: np.ndarray,
-    sim_params: np.ndarray,
-    sim_state: np.ndarray,
-    remote: np.ndarray,
-    timing: np.ndarray,
-    timespec: np.ndarray,
-) -> None:
+def run_realtime(arrays: LoopArrays, timing: np.ndarray, timespec: np.ndarray) -> None:
     """Tick at the configured period against CLOCK_MONOTONIC until ``cmd[C_QUIT]`` is set.
 
     Deadlines are absolute (no drift); after an overrun the schedule restarts from now instead of bursting.
     Each tick's start lateness [second] goes into the ``timing`` ring for measurement.
     """
+    cmd, cfg = arrays[0], arrays[1]
     period_ns = int(cfg[L.K_PERIOD] * 1e9)
     next_ns = monotonic_ns(timespec)
     stepped_now = next_ns * 1e-9
@@ -313,8 +278,7 @@ def run_realtime(
         timing[n % ring] = (now_ns - next_ns) * 1e-9
         timing[ring] = n + 1
         stepped_now += cfg[L.K_PERIOD]
-        tick(stepped_now if stepped else now_ns * 1e-9, cmd, cfg, st, out, c, prof, vprof, ref, sim_params,
-             sim_state, remote)  # fmt: skip
+        tick(stepped_now if stepped else now_ns * 1e-9, arrays)
         next_ns += period_ns
         if not stepped and now_ns - next_ns > period_ns:
             next_ns = now_ns + period_ns

@@ -154,7 +154,7 @@ class ControlLoop:
         self._thread: threading.Thread | None = None
         self._cmd_lock = threading.Lock()
 
-    def _args(self) -> tuple[np.ndarray, ...]:
+    def _arrays(self) -> tuple[np.ndarray, ...]:
         return (
             self.cmd, self.cfg, self.st, self.out, self._c, self._prof, self._vprof, self._ref,
             self.sim_params, self.sim_state, self.remote,
@@ -166,13 +166,13 @@ class ControlLoop:
             return
         if self.clock == "real":
             self._sim_now = 0.0
-            tick(_monotonic(), *self._args())
+            tick(_monotonic(), self._arrays())
             self._thread = threading.Thread(
                 target=self._realtime_thread, name="control-loop", daemon=True
             )
             self._thread.start()
         else:
-            tick(self._sim_now, *self._args())
+            tick(self._sim_now, self._arrays())
 
     def _realtime_thread(self) -> None:
         """Thread body: ask the OS for a tight timer and, if configured, real-time priority; then run the kernel."""
@@ -182,7 +182,7 @@ class ControlLoop:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.realtime_priority))
             except OSError as ex:  # Not permitted (no CAP_SYS_NICE / rtprio limit): run with normal priority.
                 _logger.warning("Control loop: SCHED_FIFO %d not permitted (%s)", self.config.realtime_priority, ex)
-        run_realtime(*self._args(), self.timing, self._timespec)
+        run_realtime(self._arrays(), self.timing, self._timespec)
 
     def close(self) -> None:
         """Disengage the drive and end the thread; idempotent."""
@@ -224,7 +224,7 @@ class ControlLoop:
         if self.clock != "simulated":
             raise RuntimeError("advance() needs clock='simulated'")
         ticks = max(0, round(seconds / self.cfg[L.K_PERIOD]))
-        self._sim_now = run_simulated(ticks, self._sim_now, *self._args())
+        self._sim_now = run_simulated(ticks, self._sim_now, self._arrays())
 
     def sample(self) -> LoopSample:
         """A consistent snapshot of the latest tick."""

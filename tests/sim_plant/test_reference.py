@@ -95,11 +95,15 @@ class NaiveChain:
                 else:
                     limit[i] = j.static_friction
         u = [0.0] * n
-        for _ in range(30 if n > 1 else 1):  # Gauss-Seidel on the velocity constraints with the box limits
-            for i in range(n):
-                if limit[i] > 0.0:
-                    v_end = v[i] + h * sum(minv[i][k] * (f[k] + u[k]) for k in range(n))
-                    u[i] = max(-limit[i], min(limit[i], u[i] + (target_v[i] - v_end) / (h * minv[i][i])))
+        active = [i for i in range(n) if limit[i] > 0.0]
+        for _ in range(30 if len(active) > 1 else 1):  # Gauss-Seidel on the velocity constraints within the limits
+            change = 0.0
+            for i in active:
+                v_end = v[i] + h * sum(minv[i][k] * (f[k] + u[k]) for k in range(n))
+                new = max(-limit[i], min(limit[i], u[i] + (target_v[i] - v_end) / (h * minv[i][i])))
+                change, u[i] = max(change, abs(new - u[i])), new
+            if change <= 1e-12 * (1.0 + max(abs(x) for x in u)):
+                break
         for i in range(n):
             v[i] += h * sum(minv[i][k] * (f[k] + u[k]) for k in range(n))
         for i in range(n):
@@ -185,6 +189,15 @@ CASES = [
         [-1, 0],
         position_moves,
     ),
+    (
+        "two_motors_in_series",
+        [
+            JointParams(max_force=8.0, acceleration=10.0, inertia=0.7),
+            JointParams(max_force=1.0, inertia=0.4, spring_constant=5.0, static_friction=0.3),
+        ],
+        [-1, 0],
+        position_moves,
+    ),
 ]
 
 
@@ -211,9 +224,12 @@ def compare(joints: list[JointParams], parents: list[int], scenario: Scenario, d
 
 @pytest.mark.parametrize(("name", "joints", "parents", "scenario"), CASES, ids=[c[0] for c in CASES])
 def test_matches_naive_reference(name: str, joints: list[JointParams], parents: list[int], scenario: Scenario) -> None:
-    """At 1 kHz the models differ by O(h): the controller samples and the motor reaches Vc one substep later."""
+    """At 1 kHz the models differ by O(h): the controller samples and the motor reaches Vc one substep later
+
+    (e.g. an A-limited Vc reversal 1.5 ms apart gives 0.015 m/s for 0.45 s, 7e-3 in position).
+    """
     worst_q, worst_v = compare(joints, parents, scenario, 0.001)
-    assert worst_q < 5e-3, name
+    assert worst_q < 1e-2, name
     assert worst_v < 5e-2, name
 
 

@@ -34,6 +34,10 @@ external loads on the child body act on both coordinates).  The 4-dimensional li
 and both motor constraints are solved together (a 2×2 box-constrained problem, solved by enumeration).  Supported
 topology: chains of depth two (a root joint with at most one child that has no child); the Python wrapper validates
 that and fills ``P_CHILD``.
+
+Numba caveat for callers: ``cache=True`` caches are invalidated by changes to the caller's own file only, so a
+cached ``@njit`` function elsewhere that calls these kernels keeps stale machine code after this file changes
+(clear its ``__pycache__/*.nbi``/``*.nbc`` or bump its source).
 """
 
 from __future__ import annotations
@@ -101,48 +105,48 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return lo if x < lo else (hi if x > hi else x)
 
 
-# ---- commands (callable from other numba code) ------------------------------------------------------------------
-@njit(cache=True, nogil=True, error_model="numpy")
+# ---- commands (callable from other numba code; inlined there, so a 1 kHz loop over 1000 joints stays cheap) -----
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_position(params: FloatArray, state: FloatArray, i: int, position: float) -> None:
     """Webots set_position: target position (±inf selects velocity control); restores position control."""
     state[i, S_TARGET_POSITION] = position
     state[i, S_CONTROL_MODE] = MODE_VELOCITY if math.isinf(position) else MODE_POSITION
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def set_desired_velocity(params: FloatArray, state: FloatArray, i: int, velocity: float) -> None:
     """Webots set_velocity: the desired velocity Vd (signed), clipped to ±max_velocity; mode unchanged."""
     vmax = params[i, P_MAX_VELOCITY]
     state[i, S_TARGET_VELOCITY] = _clip(velocity, -vmax, vmax)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_velocity(params: FloatArray, state: FloatArray, i: int, velocity: float) -> None:
     """Velocity control: target +inf and Vd = velocity (sign included, clipped to ±max_velocity)."""
     command_position(params, state, i, math.inf)
     set_desired_velocity(params, state, i, velocity)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_force(params: FloatArray, state: FloatArray, i: int, force: float) -> None:
     """Webots set_force: apply force (clipped to ±Fm at each substep) until the next position command."""
     state[i, S_FORCE_COMMAND] = force
     state[i, S_CONTROL_MODE] = MODE_FORCE
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_acceleration(params: FloatArray, state: FloatArray, i: int, acceleration: float) -> None:
     """Webots set_acceleration: limit A of the change rate of Vc; any negative value means unlimited (−1)."""
     state[i, S_ACCELERATION_LIMIT] = acceleration if acceleration >= 0.0 else -1.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_motor_force(params: FloatArray, state: FloatArray, i: int, force: float) -> None:
     """Webots set_motor_force: available motor force, clipped to [0, max_force]."""
     state[i, S_MOTOR_FORCE] = _clip(force, 0.0, params[i, P_MAX_FORCE])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def command_control_p(params: FloatArray, state: FloatArray, i: int, p: float) -> None:
     """Webots set_control_p: the P gain of the position controller (negative values become 0)."""
     state[i, S_CONTROL_P] = p if p > 0.0 else 0.0

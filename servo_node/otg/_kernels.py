@@ -11,7 +11,7 @@ import math
 from numba import njit, prange
 
 from ._brake import brake, push_phase
-from ._families import KIND_GAP, KIND_PEAK, advance, chain_eval, chain_root, vchange, vchange_dist
+from ._families import KIND_GAP, KIND_PEAK, advance, chain_eval, chain_root, peak_bases, vchange, vchange_dist
 from ._profile import (
     BRAKE_COUNT,
     COUNT,
@@ -38,9 +38,9 @@ __all__ = ["PROFILE_SIZE", "plan_batch_into", "plan_into", "profile_duration", "
 
 
 @njit(cache=True, nogil=True)
-def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: float, vtol: float) -> int:  # type: ignore[no-untyped-def]
-    """Append the three phases of the fastest velocity change (v, a) -> (w, 0)."""
-    s, t1, t2, t3 = vchange(v, a, w, lo, hi, vtol)
+def _push_vchange(prof, n: int, dv: float, a: float, lo: float, hi: float, vtol: float) -> int:  # type: ignore[no-untyped-def]
+    """Append the three phases of the fastest velocity change by dv ending at a = 0."""
+    s, t1, t2, t3 = vchange(dv, a, lo, hi, vtol)
     n = push_phase(prof, n, s, t1)
     n = push_phase(prof, n, 0.0, t2)
     return push_phase(prof, n, -s, t3)
@@ -49,18 +49,18 @@ def _push_vchange(prof, n: int, v: float, a: float, w: float, lo: float, hi: flo
 @njit(cache=True, nogil=True)
 def _push_chain(  # type: ignore[no-untyped-def]
     prof, n: int, kind: int, x: float, tc: float, v: float, a: float, w: float, lo: float, hi: float,
-    vtol: float,
+    vtol: float, vb: float,
 ) -> int:
-    """Append the phases of one chain member (see ``_families``): peak/valley with cruise tc, or gap."""
+    """Append the phases of one chain member (see ``_families``): peak/valley vb + x with cruise tc, or gap."""
     if kind == KIND_PEAK:
-        n = _push_vchange(prof, n, v, a, x, lo, hi, vtol)
+        b1, b2 = peak_bases(v, a, w, vtol, vb)
+        n = _push_vchange(prof, n, b1 + x, a, lo, hi, 0.0)
         n = push_phase(prof, n, 0.0, tc)
-        return _push_vchange(prof, n, x, 0.0, w, lo, hi, vtol)
+        return _push_vchange(prof, n, b2 - x, 0.0, lo, hi, 0.0)
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     n = push_phase(prof, n, s, tr)
-    _d, vr, _a = advance(v, a, s, tr)
-    return _push_vchange(prof, n, vr, x, w, lo, hi, vtol)
+    return _push_vchange(prof, n, (w - v) - tr * (a + 0.5 * s * tr), x, lo, hi, vtol)
 
 
 @njit(cache=True, nogil=True)
@@ -72,56 +72,59 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
 
     Returns (status, phase count).  Distances above the direct velocity change's are reached by
     the peak chain (gap chain first when a < 0 points away), distances below by the valley chain.
+    Peaks are searched as offsets from the chain's lowest (highest) member for full precision.
     """
     vs = v + 0.5 * a * abs(a)
     vs = min(max(vs, vmn), vmx)
-    d_dir, t_dir = vchange_dist(v, a, w, lo, hi, vtol)
+    d_dir, t_dir = vchange_dist(v, a, w - v, lo, hi, vtol)
     err = D - d_dir
     tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
     if abs(err) <= tol:
-        return OK, _push_vchange(prof, n, v, a, w, lo, hi, vtol)
+        return OK, _push_vchange(prof, n, w - v, a, lo, hi, vtol)
     if err > 0.0:
         if a < 0.0 and w < vs:
-            d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi, vtol)
+            d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs)
             if D <= d_gap:
-                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol)
-                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol)
+                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0)
+                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0)
             vlo = vs
         else:
             vlo = max(vs, w)
         vlo = min(vlo, vmx)
-        d_end, _t = chain_eval(KIND_PEAK, vmx, v, a, w, lo, hi, vtol)
+        top = vmx - vlo
+        d_end, _t = chain_eval(KIND_PEAK, top, v, a, w, lo, hi, vtol, vlo)
         if D <= d_end:
-            d_lo, _t = chain_eval(KIND_PEAK, vlo, v, a, w, lo, hi, vtol)
-            x = chain_root(KIND_PEAK, vlo, vmx, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol)
-            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol)
-        return OK, _push_chain(prof, n, KIND_PEAK, vmx, (D - d_end) / vmx, v, a, w, lo, hi, vtol)
+            d_lo, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vlo)
+            x = chain_root(KIND_PEAK, 0.0, top, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol, vlo)
+            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vlo)
+        return OK, _push_chain(prof, n, KIND_PEAK, top, (D - d_end) / vmx, v, a, w, lo, hi, vtol, vlo)
     if a > 0.0 and w > vs:
-        d_gap, _t = chain_eval(KIND_PEAK, vs, v, a, w, lo, hi, vtol)
+        d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs)
         if D >= d_gap:
-            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol)
-            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol)
+            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0)
+            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0)
         vhi = vs
     else:
         vhi = min(vs, w)
     vhi = max(vhi, vmn)
-    d_end, _t = chain_eval(KIND_PEAK, vmn, v, a, w, lo, hi, vtol)
+    bottom = vmn - vhi
+    d_end, _t = chain_eval(KIND_PEAK, bottom, v, a, w, lo, hi, vtol, vhi)
     if D >= d_end:
-        d_hi, _t = chain_eval(KIND_PEAK, vhi, v, a, w, lo, hi, vtol)
-        x = chain_root(KIND_PEAK, vhi, vmn, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol)
-        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol)
+        d_hi, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vhi)
+        x = chain_root(KIND_PEAK, 0.0, bottom, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol, vhi)
+        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vhi)
     if vmn < 0.0:
-        return OK, _push_chain(prof, n, KIND_PEAK, vmn, (D - d_end) / vmn, v, a, w, lo, hi, vtol)
-    if d_end - D <= 1e3 * tol:
-        return OK, _push_chain(prof, n, KIND_PEAK, vmn, 0.0, v, a, w, lo, hi, vtol)  # short only by rounding noise
+        return OK, _push_chain(prof, n, KIND_PEAK, bottom, (D - d_end) / vmn, v, a, w, lo, hi, vtol, vhi)
+    if d_end - D <= 10.0 * tol:
+        return OK, _push_chain(prof, n, KIND_PEAK, bottom, 0.0, v, a, w, lo, hi, vtol, vhi)  # short by noise only
     return INFEASIBLE, n
 
 
 @njit(cache=True, nogil=True)
-def _finish(
+def _finish(  # type: ignore[no-untyped-def]
     prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
     vmin: float, vmax: float,
-) -> int:  # type: ignore[no-untyped-def]
+) -> int:
     """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
     t = 0.0
     p = p0
@@ -179,6 +182,8 @@ def _solve_box(  # type: ignore[no-untyped-def]
     pnoise = 1e-13 * (abs(p0) + abs(pt)) / pu  # rounding noise of absolute positions (sampled online states)
     # a velocity within vtol of a one-ramp landing is snapped to it (scale of the limits, never shrinking)
     vtol = 1.5e-14 * (vmx - vmn + abs(w))
+    # distances a velocity snap cannot resolve (~vtol^1.5) count as noise too
+    pnoise += 4.0 * vtol * math.sqrt(vtol)
     status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, vtol, prof, n)
     if status != OK:
         prof[COUNT] = 0

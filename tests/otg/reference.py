@@ -111,8 +111,13 @@ def check(problem: Problem, profile: Arr, *, grid: int = 801, rel: float = 1e-9,
     vs = max(pr.v_max, -pr.v_min, abs(pr.v0), abs(pr.vt))
     as_ = max(pr.a_max, -pr.a_min, abs(pr.a0))
     # position scale: the move, or 1e-15 of the limits' natural length a³/j² for vanishing moves
-    natural = max(pr.a_max, -pr.a_min) ** 3 / pr.j_max**2
-    ps = max(abs(pr.p0), abs(pr.pt), float(np.max(np.abs(p - pr.p0))), 1e-15 * natural, 1e-300)
+    # or, for vanishing moves, the planner's documented position resolution: distances below
+    # 4·vtol^1.5 (vtol = 1.5e-14 of the velocity range, in units a³/j²) count as already reached
+    amax = max(pr.a_max, -pr.a_min)
+    natural = amax**3 / pr.j_max**2
+    vtol_n = 1.5e-14 * (pr.v_max - pr.v_min + abs(pr.repaired_vt())) / (amax * amax / pr.j_max)
+    resolution = 4.0 * vtol_n**1.5 * natural + 1e-13 * (abs(pr.p0) + abs(pr.pt))
+    ps = max(abs(pr.p0), abs(pr.pt), float(np.max(np.abs(p - pr.p0))), 1e-15 * natural, resolution / rel, 1e-300)
     # independent re-integration of the jerk signal from the start state (continuity and consistency)
     dt = np.diff(t)
     jm = np.asarray(sample_batch(profile[None, :], (t[:-1] + 0.5 * dt)[None, :])[3], dtype=np.float64)[0]

@@ -93,6 +93,7 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
     """Poll until ``predicate()`` is truthy (returns it) or fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
+    value = None
     while time.monotonic() < deadline:
         try:
             value = predicate()
@@ -101,7 +102,7 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
         except (AssertionError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, TypeError) as ex:
             last_exc = ex
         time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}; last error: {last_exc}")
+    raise AssertionError(f"timed out waiting for {what}; last value: {value!r}, last error: {last_exc}")
 
 
 @contextmanager

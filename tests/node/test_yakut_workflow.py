@@ -125,6 +125,18 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
         assert json.loads(out)["status"] == 3  # STATUS_BAD_COMMAND
         out = y("-j", "cmd", "125", "store_persistent_states", env=env)
         assert json.loads(out)["status"] == 0
+    with servo_node(env, tmp_path / "other.db", NODE):
+        y("r", "125", "servo.profile.jerk", "321", env=env)
+        y("r", "125", "servo.deadman_timeout", "2", env=env)
+        before = json.loads(read_register(NODE, "sys.counters", env))["restarts"]
+        assert json.loads(y("-j", "cmd", "125", "factory_reset", env=env))["status"] == 0
+        wait_for(
+            lambda: json.loads(read_register(NODE, "sys.counters", env))["restarts"] == before + 1,
+            timeout=60,
+            what="restart after FACTORY_RESET",
+        )
+        assert float(y("r", "125", "servo.profile.jerk", env=env)) == 200.0  # Default, then the environment.
+        assert float(y("r", "125", "servo.deadman_timeout", env=env)) == 0.5
     env.pop("SERVO__PROFILE__JERK")
     with servo_node(env, db, NODE):  # A new process over the same register file.
         assert float(y("r", "125", "servo.profile.jerk", env=env)) == 300.0

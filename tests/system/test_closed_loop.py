@@ -32,6 +32,13 @@ def servo(env: dict[str, str]) -> dict[str, Any]:
     return dict(json.loads(read_register(NODE, "sys.status", env))["servo"])
 
 
+def at_target(env: dict[str, str], target: float) -> dict[str, Any]:
+    """sys.motion once the joint is engaged and at the target (else AssertionError showing where it is)."""
+    m = motion(env)
+    assert m["engaged"] and abs(m["meas"][0] - target) < 0.05, m
+    return m
+
+
 @contextmanager
 def publisher(env: dict[str, str], *args: str) -> Iterator[Any]:
     e = {k: v for k, v in env.items() if not k.startswith(("SERVO__", "SIM__"))}
@@ -65,10 +72,13 @@ def test_embedded_move_with_yakut(tmp_path: Path) -> None:
 def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(servo env, sim-plant env, yakut env) for one bus of the given kind."""
     ids = {"drive_setpoint": 40, "drive_readiness": 41, "drive_dynamics": 42, "drive_feedback": 43}
-    if kind == "udpmc":
-        group = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}"
+    if kind.startswith("udpmc"):
+        buses = 2 if kind == "udpmc-redundant" else 1
         port = str(random.randint(20000, 60000))
-        iface = f"udpmc:{group}:{port}"
+        iface = " ".join(
+            f"udpmc:239.{random.randint(1, 254)}.{random.randint(1, 254)}.{random.randint(1, 254)}:{port}"
+            for _ in range(buses)
+        )
         common = {"UAVCAN__CAN__IFACE": iface, "UAVCAN__CAN__MTU": "64"}
         yakut = base_env(**common, YAKUT_TRANSPORT=yakut_transport_expression(iface, CLIENT, 64))
         yakut.pop("UAVCAN__UDP__IFACE")
@@ -98,12 +108,12 @@ def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]
         SIM__PUBLISH_RATE="200",
     )
     for e in (servo_env, plant_env):
-        if kind == "udpmc":
+        if kind.startswith("udpmc"):
             e.pop("UAVCAN__UDP__IFACE")
     return servo_env, plant_env, yakut
 
 
-@pytest.mark.parametrize("bus", ["udpmc", "udp"])
+@pytest.mark.parametrize("bus", ["udpmc", "udpmc-redundant", "udp"])
 def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
     servo_env, plant_env, yakut_env = _bus_env(bus)
     with popen([str(BIN / "sim-plant"), "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
@@ -112,7 +122,7 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
             env = yakut_env
             with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "30") as pub:
                 m = wait_for(
-                    lambda: (m := motion(env))["engaged"] and abs(m["meas"][0] - 30.0) < 0.05 and m,
+                    lambda: at_target(env, 30.0),
                     timeout=60,
                     what=f"the remote joint to reach 30 over {bus}",
                 )

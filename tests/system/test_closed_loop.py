@@ -143,3 +143,11 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
                 s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")
                 assert s["error"] == 3 and "drive" in s["reason"]
                 assert not motion(env)["engaged"]
+                # The heartbeat tells the whole network: health WARNING.
+                beats = y("--json", "sub", "-N", "4", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
+                health = [
+                    b["7509"]["health"]["value"]
+                    for b in map(json.loads, beats.splitlines())
+                    if b["7509"]["_meta_"]["source_node_id"] == NODE
+                ]
+                assert health and all(h == 3 for h in health), health

@@ -51,8 +51,88 @@ def vchange(dv: float, a: float, lo: float, hi: float, vtol: float) -> tuple[flo
 
 
 @njit(cache=True, nogil=True)
-def vchange_dist(v: float, a: float, dv: float, lo: float, hi: float, vtol: float) -> tuple[float, float]:
-    """Distance and duration of the fastest velocity change from (v, a) by dv, ending at a = 0."""
+def _rule_desc(v: float, a: float, dv: float, up: float, dn: float) -> tuple[float, float, float, float, float, bool]:
+    """Fastest velocity change by dv < a|a|/2 (a pushed down, then back to 0) under the direction-relative rule.
+
+    Bounds (normalised, positive): |a| <= up while speeding up (a·v > 0), |a| <= dn while slowing down.
+    Phases: jerk -1 for t1, plateau t2 (at -dn), jerk j3 for t3, plateau t4 (at -up), jerk +1 for t5;
+    j3 = -1 when ``more`` (the bound widens at the v = 0 crossing: keep ramping down after it) and +1 when
+    it tightens (the deceleration is eased to -up exactly as v reaches 0).  Without a crossing this is the
+    fixed-box change (t3 = t4 = 0).
+    """
+    am = min(a, 0.0)
+    vq = v + 0.5 * a * a if a > 0.0 else v  # velocity once a is back at 0 (start of the descent)
+    ve = v + dv
+    bound = dn
+    if vq > 0.0 and ve < 0.0:
+        # the descent crosses v = 0: from there on the bound is up (speeding up in reverse)
+        cross2 = am * am + 2.0 * vq  # a² where a straight ramp from am reaches v = 0
+        if up >= dn:
+            if cross2 <= dn * dn:
+                bound = up  # the ramp reaches v = 0 before -dn: the whole descent is the wider box
+            elif ve < -0.5 * dn * dn:
+                # plateau at -dn until v = 0, ramp on to -a2 (at most -up), plateau at -up, ramp back to 0
+                p1 = max((vq - 0.5 * (dn * dn - am * am)) / dn, 0.0)
+                a2sq = 0.5 * dn * dn - ve
+                if a2sq <= up * up:
+                    a2 = math.sqrt(a2sq)
+                    return max(a + dn, 0.0), p1, max(a2 - dn, 0.0), 0.0, a2, True
+                return max(a + dn, 0.0), p1, up - dn, max((0.5 * dn * dn - up * up - ve) / up, 0.0), up, True
+        elif cross2 <= up * up:
+            bound = up  # crossing at a >= -up, then the tighter box all the way
+        elif ve < -0.5 * up * up:
+            # reach v = 0 with a = -up exactly (ramp down to -a1 or -dn, ease back), plateau at -up, ramp back
+            # a1sq < am² only from a start that cannot ease in time (or one on that edge by rounding): ease
+            # at once; the crossing then breaks the rule by that start's excess, which the caller checks
+            a1 = math.sqrt(max(0.5 * (am * am + up * up + 2.0 * vq), am * am))
+            p2 = max((-0.5 * up * up - ve) / up, 0.0)
+            if a1 <= dn:
+                return max(a + a1, 0.0), 0.0, max(a1 - up, 0.0), p2, up, False
+            p1 = max((vq + 0.5 * (am * am + up * up) - dn * dn) / dn, 0.0)
+            return max(a + dn, 0.0), p1, dn - up, p2, up, False
+    elif vq <= 0.0:
+        bound = up
+    sq = 0.5 * a * a - dv
+    ap = math.sqrt(sq) if sq > 0.0 else 0.0
+    if ap <= bound:
+        return max(ap + a, 0.0), 0.0, 0.0, 0.0, ap, True
+    return max(a + bound, 0.0), max((sq - bound * bound) / bound, 0.0), 0.0, 0.0, bound, True
+
+
+@njit(cache=True, nogil=True)
+def rule_block(
+    v: float, a: float, dv: float, up: float, dn: float, vtol: float,
+) -> tuple[float, float, float, float, float, float, float]:
+    """Fastest change from (v, a) by dv ending at a = 0 under the rule: (s, t1, t2, j3, t3, t4, t5).
+
+    Jerks of the five phases are (s, 0, j3, 0, -s); the upward change is the mirror (v, a, dv negated).
+    """
+    dvs = 0.5 * a * abs(a)
+    if abs(dv - dvs) <= vtol:
+        return (1.0 if a < 0.0 else -1.0), abs(a), 0.0, 1.0, 0.0, 0.0, 0.0
+    if dv < dvs:
+        t1, t2, t3, t4, t5, more = _rule_desc(v, a, dv, up, dn)
+        return -1.0, t1, t2, (-1.0 if more else 1.0), t3, t4, t5
+    t1, t2, t3, t4, t5, more = _rule_desc(-v, -a, -dv, up, dn)
+    return 1.0, t1, t2, (1.0 if more else -1.0), t3, t4, t5
+
+
+@njit(cache=True, nogil=True)
+def vchange_dist(
+    v: float, a: float, dv: float, lo: float, hi: float, vtol: float, rule: bool,
+) -> tuple[float, float]:
+    """Distance and duration of the fastest velocity change from (v, a) by dv, ending at a = 0.
+
+    ``rule``: [lo, hi] = [-dn, up] are the direction-relative bounds (see ``rule_block``), else a fixed box.
+    """
+    if rule:
+        s, t1, t2, j3, t3, t4, t5 = rule_block(v, a, dv, hi, -lo, vtol)
+        d1, v1, a1 = advance(v, a, s, t1)
+        d2, v2, a2 = advance(v1, a1, 0.0, t2)
+        d3, v3, a3 = advance(v2, a2, j3, t3)
+        d4, v4, a4 = advance(v3, a3, 0.0, t4)
+        d5, _v5, _a5 = advance(v4, a4, -s, t5)
+        return d1 + d2 + d3 + d4 + d5, t1 + t2 + t3 + t4 + t5
     s, t1, t2, t3 = vchange(dv, a, lo, hi, vtol)
     d1, v1, a1 = advance(v, a, s, t1)
     d2, v2, a2 = advance(v1, a1, 0.0, t2)
@@ -78,7 +158,7 @@ def peak_bases(v: float, a: float, vt: float, vtol: float, vb: float) -> tuple[f
 
 @njit(cache=True, nogil=True)
 def chain_eval(
-    kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float,
+    kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
 ) -> tuple[float, float]:
     """Distance and duration of a chain member: peak/valley velocity vb + x (KIND_PEAK) or gap ramp end a1 = x.
 
@@ -86,20 +166,20 @@ def chain_eval(
     """
     if kind == KIND_PEAK:
         b1, b2 = peak_bases(v, a, vt, vtol, vb)
-        d1, t1 = vchange_dist(v, a, b1 + x, lo, hi, 0.0)
-        d2, t2 = vchange_dist(vb + x, 0.0, b2 - x, lo, hi, 0.0)
+        d1, t1 = vchange_dist(v, a, b1 + x, lo, hi, 0.0, rule)
+        d2, t2 = vchange_dist(vb + x, 0.0, b2 - x, lo, hi, 0.0, rule)
         return d1 + d2, t1 + t2
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     dr, vr, _ar = advance(v, a, s, tr)
-    d2, t2 = vchange_dist(vr, x, (vt - v) - tr * (a + 0.5 * s * tr), lo, hi, vtol)
+    d2, t2 = vchange_dist(vr, x, (vt - v) - tr * (a + 0.5 * s * tr), lo, hi, vtol, rule)
     return dr + d2, tr + t2
 
 
 @njit(cache=True, nogil=True)
 def chain_root(
     kind: int, x0: float, x1: float, f0: float, f1: float, target: float,
-    v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float,
+    v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
 ) -> float:
     """Brent's method (bisection, secant and inverse quadratic steps) for chain_eval(x) = target on [x0, x1]."""
     if f0 == 0.0:
@@ -128,7 +208,7 @@ def chain_root(
             bisected = True
         else:
             bisected = False
-        fs = chain_eval(kind, s, v, a, vt, lo, hi, vtol, vb)[0] - target
+        fs = chain_eval(kind, s, v, a, vt, lo, hi, vtol, vb, rule)[0] - target
         xd = xc
         xc, fc = xb, fb
         if fa * fs < 0.0:

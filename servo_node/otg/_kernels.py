@@ -11,7 +11,17 @@ import math
 from numba import njit, prange
 
 from ._brake import brake, push_phase
-from ._families import KIND_GAP, KIND_PEAK, advance, chain_eval, chain_root, peak_bases, vchange, vchange_dist
+from ._families import (
+    KIND_GAP,
+    KIND_PEAK,
+    advance,
+    chain_eval,
+    chain_root,
+    peak_bases,
+    rule_block,
+    vchange,
+    vchange_dist,
+)
 from ._profile import (
     BRAKE_COUNT,
     COUNT,
@@ -38,8 +48,17 @@ __all__ = ["PROFILE_SIZE", "plan_batch_into", "plan_into", "profile_duration", "
 
 
 @njit(cache=True, nogil=True)
-def _push_vchange(prof, n: int, dv: float, a: float, lo: float, hi: float, vtol: float) -> int:  # type: ignore[no-untyped-def]
-    """Append the three phases of the fastest velocity change by dv ending at a = 0."""
+def _push_vchange(  # type: ignore[no-untyped-def]
+    prof, n: int, v: float, dv: float, a: float, lo: float, hi: float, vtol: float, rule: bool,
+) -> int:
+    """Append the phases of the fastest velocity change from (v, a) by dv ending at a = 0."""
+    if rule:
+        s, t1, t2, j3, t3, t4, t5 = rule_block(v, a, dv, hi, -lo, vtol)
+        n = push_phase(prof, n, s, t1)
+        n = push_phase(prof, n, 0.0, t2)
+        n = push_phase(prof, n, j3, t3)
+        n = push_phase(prof, n, 0.0, t4)
+        return push_phase(prof, n, -s, t5)
     s, t1, t2, t3 = vchange(dv, a, lo, hi, vtol)
     n = push_phase(prof, n, s, t1)
     n = push_phase(prof, n, 0.0, t2)
@@ -49,24 +68,25 @@ def _push_vchange(prof, n: int, dv: float, a: float, lo: float, hi: float, vtol:
 @njit(cache=True, nogil=True)
 def _push_chain(  # type: ignore[no-untyped-def]
     prof, n: int, kind: int, x: float, tc: float, v: float, a: float, w: float, lo: float, hi: float,
-    vtol: float, vb: float,
+    vtol: float, vb: float, rule: bool,
 ) -> int:
     """Append the phases of one chain member (see ``_families``): peak/valley vb + x with cruise tc, or gap."""
     if kind == KIND_PEAK:
         b1, b2 = peak_bases(v, a, w, vtol, vb)
-        n = _push_vchange(prof, n, b1 + x, a, lo, hi, 0.0)
+        n = _push_vchange(prof, n, v, b1 + x, a, lo, hi, 0.0, rule)
         n = push_phase(prof, n, 0.0, tc)
-        return _push_vchange(prof, n, b2 - x, 0.0, lo, hi, 0.0)
+        return _push_vchange(prof, n, vb + x, b2 - x, 0.0, lo, hi, 0.0, rule)
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     n = push_phase(prof, n, s, tr)
-    return _push_vchange(prof, n, (w - v) - tr * (a + 0.5 * s * tr), x, lo, hi, vtol)
+    dvr = tr * (a + 0.5 * s * tr)
+    return _push_vchange(prof, n, v + dvr, (w - v) - dvr, x, lo, hi, vtol, rule)
 
 
 @njit(cache=True, nogil=True)
 def _plan_normalised(  # type: ignore[no-untyped-def]
     D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, pnoise: float,
-    vtol: float, prof, n: int,
+    vtol: float, prof, n: int, rule: bool,
 ) -> tuple[int, int]:
     """Time-optimal box plan from a recoverable state: first chain member whose distance is D.
 
@@ -76,54 +96,54 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     """
     vs = v + 0.5 * a * abs(a)
     vs = min(max(vs, vmn), vmx)
-    d_dir, t_dir = vchange_dist(v, a, w - v, lo, hi, vtol)
+    d_dir, t_dir = vchange_dist(v, a, w - v, lo, hi, vtol, rule)
     err = D - d_dir
     tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
     if abs(err) <= tol:
-        return OK, _push_vchange(prof, n, w - v, a, lo, hi, vtol)
+        return OK, _push_vchange(prof, n, v, w - v, a, lo, hi, vtol, rule)
     if err > 0.0:
         if a < 0.0 and w < vs:
-            d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs)
+            d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
             if D <= d_gap:
-                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0)
-                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0)
+                x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0, rule)
+                return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0, rule)
             vlo = vs
         else:
             vlo = max(vs, w)
         vlo = min(vlo, vmx)
         top = vmx - vlo
-        d_end, _t = chain_eval(KIND_PEAK, top, v, a, w, lo, hi, vtol, vlo)
+        d_end, _t = chain_eval(KIND_PEAK, top, v, a, w, lo, hi, vtol, vlo, rule)
         if D <= d_end:
-            d_lo, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vlo)
-            x = chain_root(KIND_PEAK, 0.0, top, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol, vlo)
-            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vlo)
-        return OK, _push_chain(prof, n, KIND_PEAK, top, (D - d_end) / vmx, v, a, w, lo, hi, vtol, vlo)
+            d_lo, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vlo, rule)
+            x = chain_root(KIND_PEAK, 0.0, top, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol, vlo, rule)
+            return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vlo, rule)
+        return OK, _push_chain(prof, n, KIND_PEAK, top, (D - d_end) / vmx, v, a, w, lo, hi, vtol, vlo, rule)
     if a > 0.0 and w > vs:
-        d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs)
+        d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
         if D >= d_gap:
-            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0)
-            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0)
+            x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0, rule)
+            return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0, rule)
         vhi = vs
     else:
         vhi = min(vs, w)
     vhi = max(vhi, vmn)
     bottom = vmn - vhi
-    d_end, _t = chain_eval(KIND_PEAK, bottom, v, a, w, lo, hi, vtol, vhi)
+    d_end, _t = chain_eval(KIND_PEAK, bottom, v, a, w, lo, hi, vtol, vhi, rule)
     if D >= d_end:
-        d_hi, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vhi)
-        x = chain_root(KIND_PEAK, 0.0, bottom, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol, vhi)
-        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vhi)
+        d_hi, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
+        x = chain_root(KIND_PEAK, 0.0, bottom, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol, vhi, rule)
+        return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
     if vmn < 0.0:
-        return OK, _push_chain(prof, n, KIND_PEAK, bottom, (D - d_end) / vmn, v, a, w, lo, hi, vtol, vhi)
+        return OK, _push_chain(prof, n, KIND_PEAK, bottom, (D - d_end) / vmn, v, a, w, lo, hi, vtol, vhi, rule)
     if d_end - D <= 10.0 * tol:
-        return OK, _push_chain(prof, n, KIND_PEAK, bottom, 0.0, v, a, w, lo, hi, vtol, vhi)  # short by noise only
+        return OK, _push_chain(prof, n, KIND_PEAK, bottom, 0.0, v, a, w, lo, hi, vtol, vhi, rule)  # short by noise only
     return INFEASIBLE, n
 
 
 @njit(cache=True, nogil=True)
 def _finish(  # type: ignore[no-untyped-def]
     prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
-    vmin: float, vmax: float,
+    vmin: float, vmax: float, check_end: bool,
 ) -> int:
     """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
     t = 0.0
@@ -154,15 +174,20 @@ def _finish(  # type: ignore[no-untyped-def]
     prof[END_A] = 0.0
     if not math.isfinite(t) or not math.isfinite(p):
         return NUMERICAL_FAILURE
+    if check_end and (abs(p - pt) > 1e-7 * (abs(p0) + abs(pt) + (vmax - vmin) * t + amax * tau * tau)
+                      or abs(v - vt) > 1e-7 * (vmax - vmin + amax * tau)):
+        return NUMERICAL_FAILURE  # a rule-aware candidate from an edge state that did not close: not used
     return OK
 
 
 @njit(cache=True, nogil=True)
 def _solve_box(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float, vmin: float, vmax: float,
-    alo: float, ahi: float, j: float, prof,
+    alo: float, ahi: float, j: float, prof, rule: bool,
 ) -> int:
-    """Brake-then-plan under a fixed acceleration box [alo, ahi], in units where the jerk is 1."""
+    """Brake-then-plan in units where the jerk is 1: under the fixed box [alo, ahi], or, with ``rule``, under
+    the direction-relative rule with ahi = a_max and -alo = |a_min| (velocity changes across v = 0 switch
+    bounds; the brake uses the box of the starting velocity's sign)."""
     amax = max(ahi, -alo)
     tau = amax / j
     vu = amax * tau
@@ -176,20 +201,21 @@ def _solve_box(  # type: ignore[no-untyped-def]
     vmx = vmax / vu
     D = (pt - p0) / pu
     tolv = 1e-12 * (abs(v) + 0.5 * a * a + vmx - vmn)
-    n, dpb, v, a = brake(v, a, lo, hi, vmn, vmx, tolv, prof, 0)
+    blo, bhi = (-hi, -lo) if rule and v < 0.0 else (lo, hi)
+    n, dpb, v, a = brake(v, a, blo, bhi, vmn, vmx, tolv, prof, 0)
     prof[BRAKE_COUNT] = n
-    a = min(max(a, lo), hi)
+    a = min(max(a, blo), bhi)
     pnoise = 1e-13 * (abs(p0) + abs(pt)) / pu  # rounding noise of absolute positions (sampled online states)
     # a velocity within vtol of a one-ramp landing is snapped to it (scale of the limits, never shrinking)
     vtol = 1.5e-14 * (vmx - vmn + abs(w))
     # distances a velocity snap cannot resolve (~vtol^1.5) count as noise too
     pnoise += 4.0 * vtol * math.sqrt(vtol)
-    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, vtol, prof, n)
+    status, n = _plan_normalised(D - dpb, v, a, w, vmn, vmx, lo, hi, pnoise, vtol, prof, n, rule)
     if status != OK:
         prof[COUNT] = 0
         prof[DURATION] = 0.0
         return status
-    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax)
+    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax, rule)
 
 
 @njit(cache=True, nogil=True)
@@ -282,7 +308,7 @@ def plan_into(  # type: ignore[no-untyped-def]
     a_up = a_max
     a_dn = -a_min
     if a_up == a_dn:
-        status = _solve_box(p0, v0, a0, pt, w, v_min, v_max, a_min, a_max, j_max, profile)
+        status = _solve_box(p0, v0, a0, pt, w, v_min, v_max, a_min, a_max, j_max, profile, False)
     else:
         status = _plan_rule(p0, v0, a0, pt, w, v_min, v_max, a_up, a_dn, j_max, profile)
     profile[STATUS] = status
@@ -291,8 +317,8 @@ def plan_into(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _box_of(c: int, a_up: float, a_dn: float) -> tuple[float, float]:
-    """Candidate acceleration boxes for the direction-relative rule: forward, reverse, tight."""
-    if c == 0:
+    """Candidate acceleration boxes for the direction-relative rule: forward, reverse, tight; 3 = the rule."""
+    if c == 0 or c == 3:
         return -a_dn, a_up
     if c == 1:
         return -a_up, a_dn
@@ -305,10 +331,11 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float, v_min: float, v_max: float,
     a_up: float, a_dn: float, j_max: float, profile,
 ) -> int:
-    """Direction-relative limits: fastest of the box candidates that obeys the rule phase by phase.
+    """Direction-relative limits: the rule-aware plan (velocity changes whose bound switches at v = 0),
+    guarded by the fixed-box candidates; the fastest that obeys the rule phase by phase wins.
 
-    The forward box is exact for motions that keep v >= 0, the reverse box for v <= 0; the tight
-    box always obeys the rule and is the fallback.
+    The forward box is exact for motions that keep v >= 0, the reverse box for v <= 0; the rule-aware
+    plan is exact for reversing motions too; the tight box always obeys the rule and is the fallback.
     """
     if v0 >= 0.0:
         outside = a0 > a_up or a0 < -a_dn
@@ -317,22 +344,24 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     best = -1
     best_t = math.inf
     last = -1
-    for c in range(3):
+    for c in range(4):
         lo, hi = _box_of(c, a_up, a_dn)
-        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile)
+        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, c == 3)
         last = c
         if st != OK:
             continue
         k0 = int(profile[BRAKE_COUNT]) if outside else 0
         d = profile[DURATION]
-        if d < best_t and (c == 2 or _rule_ok(profile, k0, a_up, a_dn, 1e-10 * (v_max - v_min))):
+        # ties go to the rule-aware plan (last, so it needs no re-plan)
+        better = d <= best_t * (1.0 + 1e-12) if c == 3 else d < best_t
+        if better and (c == 2 or _rule_ok(profile, k0, a_up, a_dn, 1e-10 * (v_max - v_min))):
             best = c
             best_t = d
     if best < 0:
         return INFEASIBLE
     if best != last:
         lo, hi = _box_of(best, a_up, a_dn)
-        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile)
+        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, best == 3)
     return OK
 
 

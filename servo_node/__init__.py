@@ -17,3 +17,7 @@ The data flow, one module each::
 ``_dsdl.py`` compiles the project's own DSDL (``dsdl/``) once into a content-keyed cache; ``cli/`` is the
 ``servo-node`` command. ``otg/``, ``control/`` kernels and ``sim_plant`` never import asyncio or pycyphal.
 """
+
+from ._kernel_cache import invalidate_if_sources_changed as _invalidate_stale_kernels
+
+_invalidate_stale_kernels()  # Before any kernel module loads its numba cache.

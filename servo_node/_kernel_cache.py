@@ -1,0 +1,59 @@
+"""Keep numba's on-disk kernel cache honest across files.
+
+numba's ``cache=True`` checks only the source file that defines a function, so a kernel that calls (or inlines)
+kernels from another file keeps running stale machine code after that other file is edited. This module hashes
+every kernel source of the project and, when the hash differs from the one recorded with the cache, deletes
+the cached kernels so numba recompiles them. Cheap (a few small files are hashed), so it runs at import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+_SOURCES = ("servo_node/otg", "servo_node/control", "sim_plant")
+_STAMP = ".kernel-sources.sha256"
+
+
+def _cache_dirs() -> list[Path]:
+    """Where numba keeps the cache files of our kernel sources (``__pycache__`` or ``NUMBA_CACHE_DIR``)."""
+    custom = os.environ.get("NUMBA_CACHE_DIR")
+    if custom:
+        # numba mirrors the absolute source folder below NUMBA_CACHE_DIR.
+        return [Path(custom) / str(_ROOT / s).lstrip(os.sep) for s in _SOURCES]
+    return [_ROOT / s / "__pycache__" for s in _SOURCES]
+
+
+def _digest() -> str:
+    h = hashlib.sha256()
+    for folder in _SOURCES:
+        for path in sorted((_ROOT / folder).glob("*.py")):
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def invalidate_if_sources_changed() -> bool:
+    """Delete the project's cached numba kernels if any kernel source changed since they were cached.
+
+    :returns: True if caches were deleted.
+    """
+    digest = _digest()
+    dirs = _cache_dirs()
+    stamp = dirs[0] / _STAMP
+    try:
+        if stamp.read_text() == digest:
+            return False
+    except OSError:
+        pass
+    for d in dirs:
+        for pattern in ("*.nbi", "*.nbc"):
+            for f in d.glob(pattern):
+                f.unlink(missing_ok=True)
+    try:
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(digest)
+    except OSError:  # A read-only install: numba cannot cache there either.
+        pass
+    return True

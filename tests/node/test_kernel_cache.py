@@ -1,0 +1,26 @@
+"""Cached numba kernels are dropped when any kernel source changes (numba itself only checks the defining file)."""
+
+from pathlib import Path
+
+import pytest
+
+from servo_node import _kernel_cache
+
+
+def test_stale_kernels_are_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(_kernel_cache, "_ROOT", tmp_path)
+    monkeypatch.setattr(_kernel_cache, "_SOURCES", ("a", "b"))
+    for folder in ("a", "b"):
+        (tmp_path / folder / "__pycache__").mkdir(parents=True)
+        (tmp_path / folder / "k.py").write_text("x = 1\n")
+    cached = tmp_path / "b" / "__pycache__" / "k.f-1.py311.nbi"
+    cached.write_text("")
+    assert _kernel_cache.invalidate_if_sources_changed()  # No stamp yet: unknown provenance.
+    assert not cached.exists()
+    cached.write_text("")
+    assert not _kernel_cache.invalidate_if_sources_changed()
+    assert cached.exists()
+    (tmp_path / "a" / "k.py").write_text("x = 2\n")  # Another file than the cached one changes.
+    assert _kernel_cache.invalidate_if_sources_changed()
+    assert not cached.exists()

@@ -249,11 +249,13 @@ class ServoNode:
             self.counters.last_rejection_at = now
             self._report(f"setpoint rejected: {result.reason}")
             return
+        was_engaged = self._gate.update(now) is ServoState.ENGAGED
         if self._loop is None or not self._gate.on_setpoint(now):
             self.counters.setpoints_ignored_unarmed += 1  # Not armed, or still initialising.
             return
         self.counters.setpoints_accepted += 1
-        if result != self._setpoint or self._loop.sample().stopped:
+        # A repeated setpoint changes nothing while engaged; after expiry, standby or an error it re-engages.
+        if result != self._setpoint or not was_engaged or self._loop.sample().stopped:
             self._setpoint = result
             self._error_code = 0
             self._loop.command(result)

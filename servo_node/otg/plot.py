@@ -65,7 +65,7 @@ def render_figure(
 def main(argv: list[str] | None = None) -> int:
     """`servo-node plot-otg` entry: plan with the given start, target and limits and write the figure."""
     ap = argparse.ArgumentParser(prog="servo-node plot-otg", description=__doc__)
-    for name, default in (("p0", 0.0), ("v0", 0.8), ("a0", 0.0), ("pt", -1.0), ("vt", 0.0), ("v-min", -1.0),
+    for name, default in (("p0", 0.0), ("v0", 1.4), ("a0", 0.0), ("pt", -1.5), ("vt", 0.0), ("v-min", -1.0),
                           ("v-max", 1.5), ("a-min", -3.0), ("a-max", 1.0), ("j-max", 10.0)):
         ap.add_argument(f"--{name}", type=float, default=default)
     ap.add_argument("-o", "--output", default="docs/otg.png", help="PNG or SVG path")

@@ -401,6 +401,7 @@ class ServoNode:
             "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0]},
             "settled": _g(s.settled_after_s)[0],
             "track_max": _g(s.tracking_error_max)[0],
+            "stop": _g(s.stop_planned_s, s.stop_took_s),
             "engaged": s.engaged,
             "t": _g(s.time_s)[0],
         }

@@ -80,6 +80,8 @@ def _start_stop(
     plan_velocity_into(p, v, a, 0.0, -a_stop, a_stop, j_stop, vprof)
     st[L.ST_MODE] = L.MODE_STOP
     st[L.ST_T0] = now
+    st[L.ST_STOP_TOOK] = np.nan
+    st[L.ST_STOP_PLANNED] = vprof[VP_DURATION]
 
 
 @njit(cache=True, nogil=True)
@@ -185,6 +187,7 @@ def tick(now: float, arrays: LoopArrays) -> None:
         sample_velocity_into(vprof, t, ref)
         sample_velocity_into(vprof, t_next, ref_next)
         if mode == L.MODE_STOP and t >= vprof[VP_DURATION]:
+            st[L.ST_STOP_TOOK] = t
             st[L.ST_ENGAGED] = 0.0
             st[L.ST_MODE] = L.MODE_DISENGAGE
     if st[L.ST_ENGAGED] == 0.0:
@@ -244,6 +247,8 @@ def tick(now: float, arrays: LoopArrays) -> None:
     out[L.O_FCMD] = f_cmd
     out[L.O_TRACK_MAX] = st[L.ST_TRACK_MAX]
     out[L.O_SETTLED] = st[L.ST_SETTLED]
+    out[L.O_STOP_PLANNED] = st[L.ST_STOP_PLANNED]
+    out[L.O_STOP_TOOK] = st[L.ST_STOP_TOOK]
     _end_write(out)
 
 

@@ -60,7 +60,9 @@ ST_TICKS = 8
 ST_STARTED_T = 9
 ST_TRACK_MAX = 10  # largest |p_ref - p| since the plan started
 ST_SETTLED = 11  # time from plan start to arrival [second]; NaN until then
-N_ST = 12
+ST_STOP_TOOK = 12  # last stop: its start to disengagement [second]
+ST_STOP_PLANNED = 13  # last stop: planned duration [second]
+N_ST = 14
 
 # ---- out: loop -> networking side
 O_SEQ = 0
@@ -87,7 +89,9 @@ O_VCMD = 20
 O_FCMD = 21
 O_TRACK_MAX = 22  # largest |p_ref - p| since the plan started
 O_SETTLED = 23  # plan start to the first tick at or after the planned end with |p - p_target| within tolerance
-N_OUT = 24
+O_STOP_PLANNED = 24  # duration of the last jerk-limited stop as planned [second]
+O_STOP_TOOK = 25  # the same stop, from its start to disengagement, as it happened [second]
+N_OUT = 26
 
 # ---- remote: a drive on the bus (DRIVE_REMOTE); the networking side fills R_P..R_RX_T, the loop R_CMD_*
 R_SEQ = 0

@@ -111,6 +111,10 @@ class LoopSample:
     """Largest |p_ref - p| since the active plan started."""
     settled_after_s: float
     """Plan start to the first tick at or after the planned end within the arrival tolerance; NaN until then."""
+    stop_planned_s: float
+    """Duration of the last jerk-limited stop (after expiry, readiness loss or an error), as planned."""
+    stop_took_s: float
+    """That stop from its start to disengagement, as it happened; NaN while stopping or if none yet."""
 
     @property
     def stopped(self) -> bool:
@@ -135,6 +139,8 @@ class ControlLoop:
         self.cfg = config.cfg_array()
         self.st = np.zeros(L.N_ST)
         self.st[L.ST_SETTLED] = np.nan
+        self.st[L.ST_STOP_TOOK] = np.nan
+        self.st[L.ST_STOP_PLANNED] = np.nan
         self.out = np.zeros(L.N_OUT)
         self.remote = np.zeros(L.N_REMOTE)
         """Drive link for the ``udral`` backend: the networking side writes feedback, reads commands."""
@@ -251,6 +257,8 @@ class ControlLoop:
             command_seq=int(o[L.O_CMD_SEQ]),
             tracking_error_max=float(o[L.O_TRACK_MAX]),
             settled_after_s=float(o[L.O_SETTLED]),
+            stop_planned_s=float(o[L.O_STOP_PLANNED]),
+            stop_took_s=float(o[L.O_STOP_TOOK]),
         )
 
     def period_errors(self) -> np.ndarray:

@@ -104,6 +104,9 @@ def test_stop_is_jerk_limited_then_disengages() -> None:
     # Stop time is the jerk-limited profile's: 8 rad/s at 50 rad/s² and 500 rad/s³ takes 0.26 s.
     stopped_at = rows[np.argmax(np.abs(rows[:, 2]) < 1e-12), 0] - rows[0, 0] + PERIOD
     assert stopped_at == pytest.approx(8 / 50 + 50 / 500, abs=2 * PERIOD)
+    s = loop.sample()
+    assert s.stop_planned_s == pytest.approx(8 / 50 + 50 / 500, abs=1e-9)
+    assert s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + PERIOD
 
 
 def test_reengaging_starts_from_the_actual_state() -> None:

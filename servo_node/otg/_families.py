@@ -120,10 +120,13 @@ def rule_block(
 @njit(cache=True, nogil=True)
 def vchange_dist(
     v: float, a: float, dv: float, lo: float, hi: float, vtol: float, rule: bool,
-) -> tuple[float, float]:
-    """Distance and duration of the fastest velocity change from (v, a) by dv, ending at a = 0.
+) -> tuple[float, float, float]:
+    """Distance, duration and d(distance)/d(dv) of the fastest velocity change from (v, a) by dv, ending at a = 0.
 
     ``rule``: [lo, hi] = [-dn, up] are the direction-relative bounds (see ``rule_block``), else a fixed box.
+    The derivative: dv moves either the point where the final ramp (jerk -s, length tf) leaves, or the
+    plateau before it (at |a| = tf); both give tf + s·vf/tf with vf the velocity where the final ramp
+    starts (NaN when there is no final ramp: the caller then bisects).
     """
     if rule:
         s, t1, t2, j3, t3, t4, t5 = rule_block(v, a, dv, hi, -lo, vtol)
@@ -132,12 +135,14 @@ def vchange_dist(
         d3, v3, a3 = advance(v2, a2, j3, t3)
         d4, v4, a4 = advance(v3, a3, 0.0, t4)
         d5, _v5, _a5 = advance(v4, a4, -s, t5)
-        return d1 + d2 + d3 + d4 + d5, t1 + t2 + t3 + t4 + t5
+        g = t5 + s * v4 / t5 if t5 > 0.0 else math.nan
+        return d1 + d2 + d3 + d4 + d5, t1 + t2 + t3 + t4 + t5, g
     s, t1, t2, t3 = vchange(dv, a, lo, hi, vtol)
     d1, v1, a1 = advance(v, a, s, t1)
     d2, v2, a2 = advance(v1, a1, 0.0, t2)
     d3, _v3, _a3 = advance(v2, a2, -s, t3)
-    return d1 + d2 + d3, t1 + t2 + t3
+    g = t3 + s * v2 / t3 if t3 > 0.0 else math.nan
+    return d1 + d2 + d3, t1 + t2 + t3, g
 
 
 @njit(cache=True, nogil=True)
@@ -159,21 +164,66 @@ def peak_bases(v: float, a: float, vt: float, vtol: float, vb: float) -> tuple[f
 @njit(cache=True, nogil=True)
 def chain_eval(
     kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
-) -> tuple[float, float]:
-    """Distance and duration of a chain member: peak/valley velocity vb + x (KIND_PEAK) or gap ramp end a1 = x.
+) -> tuple[float, float, float]:
+    """Distance, duration and d(distance)/dx of a chain member: peak/valley velocity vb + x (KIND_PEAK) or gap
+    ramp end a1 = x (KIND_GAP, derivative not provided: 0).
 
     The peak is an offset x from a base velocity vb so that tiny excursions are resolved to full precision.
     """
     if kind == KIND_PEAK:
         b1, b2 = peak_bases(v, a, vt, vtol, vb)
-        d1, t1 = vchange_dist(v, a, b1 + x, lo, hi, 0.0, rule)
-        d2, t2 = vchange_dist(vb + x, 0.0, b2 - x, lo, hi, 0.0, rule)
-        return d1 + d2, t1 + t2
+        d1, t1, g1 = vchange_dist(v, a, b1 + x, lo, hi, 0.0, rule)
+        d2, t2, g2 = vchange_dist(vb + x, 0.0, b2 - x, lo, hi, 0.0, rule)
+        # raising the peak lengthens the first change and lifts the whole second one (by t2) but shortens it
+        g = g1 + t2 - g2
+        if not math.isfinite(g):
+            g = 0.0
+        return d1 + d2, t1 + t2, g
     s = 1.0 if x >= a else -1.0
     tr = abs(x - a)
     dr, vr, _ar = advance(v, a, s, tr)
-    d2, t2 = vchange_dist(vr, x, (vt - v) - tr * (a + 0.5 * s * tr), lo, hi, vtol, rule)
-    return dr + d2, tr + t2
+    d2, t2, _g = vchange_dist(vr, x, (vt - v) - tr * (a + 0.5 * s * tr), lo, hi, vtol, rule)
+    return dr + d2, tr + t2, 0.0
+
+
+@njit(cache=True, nogil=True)
+def peak_root(
+    x0: float, x1: float, f0: float, f1: float, g0: float, g1: float, target: float,
+    v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
+) -> float:
+    """Safeguarded Newton for the peak chain: chain_eval(PEAK, x) = target on the bracket [x0, x1].
+
+    Starts from the end with the smaller residual; a Newton step that leaves the bracket (or a missing
+    derivative) bisects instead.  Stops after a Newton step below 1e-9 of x (quadratic convergence leaves
+    an error far below rounding) or once the bracket is a few ulp wide.
+    """
+    if f0 == 0.0:
+        return x0
+    if f1 == 0.0:
+        return x1
+    xa, fa, xb, fb = x0, f0, x1, f1
+    if (abs(f0) <= abs(f1) and g0 != 0.0) or g1 == 0.0:
+        x, f, g = x0, f0, g0
+    else:
+        x, f, g = x1, f1, g1
+    for _ in range(100):
+        xn = x - f / g if g != 0.0 else xa
+        if abs(xn - x) <= 1e-9 * abs(xn):
+            return xn  # the error after this step is ~(1e-9)² of x
+        if not (min(xa, xb) < xn < max(xa, xb)):
+            xn = 0.5 * (xa + xb)
+        x = xn
+        d, _t, g = chain_eval(KIND_PEAK, x, v, a, vt, lo, hi, vtol, vb, rule)
+        f = d - target
+        if f == 0.0:
+            return x
+        if (f < 0.0) == (fa < 0.0):
+            xa, fa = x, f
+        else:
+            xb, fb = x, f
+        if abs(xb - xa) <= 4.0e-16 * abs(x) + 1e-300:
+            return xb if abs(fb) < abs(fa) else xa
+    return x
 
 
 @njit(cache=True, nogil=True)

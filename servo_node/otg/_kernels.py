@@ -18,6 +18,7 @@ from ._families import (
     chain_eval,
     chain_root,
     peak_bases,
+    peak_root,
     rule_block,
     vchange,
     vchange_dist,
@@ -96,14 +97,14 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     """
     vs = v + 0.5 * a * abs(a)
     vs = min(max(vs, vmn), vmx)
-    d_dir, t_dir = vchange_dist(v, a, w - v, lo, hi, vtol, rule)
+    d_dir, t_dir, _g = vchange_dist(v, a, w - v, lo, hi, vtol, rule)
     err = D - d_dir
     tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
     if abs(err) <= tol:
         return OK, _push_vchange(prof, n, v, w - v, a, lo, hi, vtol, rule)
     if err > 0.0:
         if a < 0.0 and w < vs:
-            d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
+            d_gap, _t, _g = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
             if D <= d_gap:
                 x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0, rule)
                 return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0, rule)
@@ -112,14 +113,14 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
             vlo = max(vs, w)
         vlo = min(vlo, vmx)
         top = vmx - vlo
-        d_end, _t = chain_eval(KIND_PEAK, top, v, a, w, lo, hi, vtol, vlo, rule)
+        d_end, _t, g_end = chain_eval(KIND_PEAK, top, v, a, w, lo, hi, vtol, vlo, rule)
         if D <= d_end:
-            d_lo, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vlo, rule)
-            x = chain_root(KIND_PEAK, 0.0, top, d_lo - D, d_end - D, D, v, a, w, lo, hi, vtol, vlo, rule)
+            d_lo, _t, g_lo = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vlo, rule)
+            x = peak_root(0.0, top, d_lo - D, d_end - D, g_lo, g_end, D, v, a, w, lo, hi, vtol, vlo, rule)
             return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vlo, rule)
         return OK, _push_chain(prof, n, KIND_PEAK, top, (D - d_end) / vmx, v, a, w, lo, hi, vtol, vlo, rule)
     if a > 0.0 and w > vs:
-        d_gap, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
+        d_gap, _t, _g = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vs, rule)
         if D >= d_gap:
             x = chain_root(KIND_GAP, a, 0.0, -err, d_gap - D, D, v, a, w, lo, hi, vtol, 0.0, rule)
             return OK, _push_chain(prof, n, KIND_GAP, x, 0.0, v, a, w, lo, hi, vtol, 0.0, rule)
@@ -128,10 +129,10 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
         vhi = min(vs, w)
     vhi = max(vhi, vmn)
     bottom = vmn - vhi
-    d_end, _t = chain_eval(KIND_PEAK, bottom, v, a, w, lo, hi, vtol, vhi, rule)
+    d_end, _t, g_end = chain_eval(KIND_PEAK, bottom, v, a, w, lo, hi, vtol, vhi, rule)
     if D >= d_end:
-        d_hi, _t = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
-        x = chain_root(KIND_PEAK, 0.0, bottom, d_hi - D, d_end - D, D, v, a, w, lo, hi, vtol, vhi, rule)
+        d_hi, _t, g_hi = chain_eval(KIND_PEAK, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
+        x = peak_root(0.0, bottom, d_hi - D, d_end - D, g_hi, g_end, D, v, a, w, lo, hi, vtol, vhi, rule)
         return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
     if vmn < 0.0:
         return OK, _push_chain(prof, n, KIND_PEAK, bottom, (D - d_end) / vmn, v, a, w, lo, hi, vtol, vhi, rule)

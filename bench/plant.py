@@ -1,7 +1,9 @@
 """Speed of the simulated plant: steps per second and real-time factor at 1 kHz, plus compile/import times.
 
 Run: ``.venv/bin/python bench/plant.py``.  Goals: one joint stepped from Python ≥ 500x real time, 1 000 joints
-stepped together ≥ 50x real time.
+stepped together ≥ 50x real time.  The 1 000-joint cases are shown serial (``step_joints``, what ``JointArray.step``
+uses below ``PARALLEL_MIN_JOINTS``) and parallel (``step_joints_parallel``, numba threads); on a shared machine
+run it several times.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import tempfile
 import time
 from collections.abc import Callable
 
+import numba
 import numpy as np
 from numba import njit
 
 from sim_plant import Joint, JointArray, JointParams
 from sim_plant import _kernels as k
+from sim_plant._joint import PARALLEL_MIN_JOINTS
 
 DT_S = 1e-3  # control period of the real-time factor [s]
 
@@ -82,7 +86,12 @@ def main() -> None:
     many = JointArray([params] * 1000)
     for i in range(1000):
         many.set_position(i, (i % 7) * 0.3 - 1.0)
-    many_rate = rate(lambda: many.step(DT_S))
+    many_rate = rate(lambda: many.step(DT_S))  # serial lean loop (JointArray's choice below PARALLEL_MIN_JOINTS)
+
+    par = JointArray([params] * 1000)
+    for i in range(1000):
+        par.set_position(i, (i % 7) * 0.3 - 1.0)
+    par_rate = rate(lambda: k.step_joints_parallel(par.params, par.state, DT_S))
 
     loop = JointArray([params] * 1000)
     _numba_loop(loop.params, loop.state, 1)
@@ -91,22 +100,31 @@ def main() -> None:
     _numba_loop(loop.params, loop.state, ticks)
     loop_rate = ticks / (time.perf_counter() - t0)
 
-    pairs = JointArray(
-        [params, JointParams(inertia=0.2, max_force=0.0, spring_constant=200.0, damping_constant=2.0)] * 500,
-        parents=[-1 if i % 2 == 0 else i - 1 for i in range(1000)],
-    )
-    pairs_rate = rate(lambda: pairs.step(DT_S))
+    def chains() -> JointArray:
+        return JointArray(
+            [params, JointParams(inertia=0.2, max_force=0.0, spring_constant=200.0, damping_constant=2.0)] * 500,
+            parents=[-1 if i % 2 == 0 else i - 1 for i in range(1000)],
+        )
 
+    pairs = chains()
+    pairs_rate = rate(lambda: pairs.step(DT_S))
+    pairs_par = chains()
+    pairs_par_rate = rate(lambda: k.step_joints_parallel(pairs_par.params, pairs_par.state, DT_S))
+
+    threads = f"{numba.threading_layer()}, {numba.get_num_threads()} threads"
     rows = [
         ("1 joint, Joint.step(1 ms) from Python", one_rate, 1, 500.0),
-        ("1000 joints, JointArray.step(1 ms) from Python", many_rate, 1000, 50.0),
+        ("1000 joints, JointArray.step(1 ms) from Python (serial)", many_rate, 1000, 50.0),
+        ("1000 joints, step_joints_parallel from Python", par_rate, 1000, 50.0),
         ("1000 joints, command+step_joints in a numba loop", loop_rate, 1000, 50.0),
-        ("500 motor joints carrying 500 spring-dampers", pairs_rate, 1000, 50.0),
+        ("500 motor joints carrying 500 spring-dampers (serial)", pairs_rate, 1000, 50.0),
+        ("500 motor joints + 500 spring-dampers, parallel", pairs_par_rate, 1000, 50.0),
     ]
-    print(f"{'case':<52} {'steps/s':>12} {'joint-steps/s':>14} {'x real time':>12} {'goal':>6}")
+    print(f"{'case':<56} {'steps/s':>12} {'joint-steps/s':>14} {'x real time':>12} {'goal':>6}")
     for name, r, n, goal in rows:
         ok = "ok" if r * DT_S >= goal else "MISS"
-        print(f"{name:<52} {r:>12,.0f} {r * n:>14,.0f} {r * DT_S:>12,.1f} {goal:>5.0f}x {ok}")
+        print(f"{name:<56} {r:>12,.0f} {r * n:>14,.0f} {r * DT_S:>12,.1f} {goal:>5.0f}x {ok}")
+    print(f"parallel rows: numba {threads}; JointArray.step goes parallel from {PARALLEL_MIN_JOINTS} joints")
     print()
     print(f"cold numba cache: import {cold_import:.2f} s, first Joint+step (compile) {cold_first:.2f} s")
     print(f"warm numba cache: import {warm_import:.2f} s, first Joint+step {warm_first:.3f} s")

@@ -46,7 +46,7 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+from numba import njit, prange
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -95,6 +95,7 @@ MODE_VELOCITY = 1.0
 MODE_FORCE = 2.0
 
 MAX_SUBSTEP_S = 1e-3  # internal substep bound [s]
+PARALLEL_BLOCK = 256  # joints per block of step_joints_parallel
 _P_SUBSTEP_FACTOR = 0.1  # P·h ≤ this
 _OMEGA_SUBSTEP_FACTOR = 0.5  # ω·h ≤ this keeps the motor's velocity response positive and accurate
 
@@ -517,36 +518,126 @@ def _step_pair(params: FloatArray, state: FloatArray, p: int, c: int, dt: float)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def step_joints(params: FloatArray, state: FloatArray, dt: float) -> None:
-    """Advance every joint (serial chains together) by dt [s]; dt ≤ 0 does nothing.
+def _step_single(params: FloatArray, state: FloatArray, i: int, dt: float) -> None:
+    """Advance uncoupled joint i by dt [s]: the general path (any substep count, cache refresh, gravity load)."""
+    inertia = params[i, P_INERTIA]
+    force_mode = state[i, S_CONTROL_MODE] == MODE_FORCE
+    p = state[i, S_CONTROL_P]
+    spring = params[i, P_SPRING_CONSTANT]
+    p_active = 0.0 if force_mode else p
+    n = 1
+    h = dt
+    if not (
+        dt <= MAX_SUBSTEP_S
+        and p_active * dt <= _P_SUBSTEP_FACTOR
+        and spring * dt * dt <= _OMEGA_SUBSTEP_FACTOR * _OMEGA_SUBSTEP_FACTOR * inertia
+    ):
+        n = _substep_count(dt, p_active, spring / inertia)
+        h = dt / n
+    if state[i, S_CACHE_H] != h:
+        _update_cache_single(params, state, i, h)
+    c = S_CACHE
+    f00 = state[i, c + 0]
+    f01 = state[i, c + 1]
+    f10 = state[i, c + 2]
+    f11 = state[i, c + 3]
+    g0 = state[i, c + 4]
+    g1 = state[i, c + 5]
+    inv_g1 = state[i, c + 6]
+    inv_h = state[i, c + 7]
+    load = params[i, P_LOAD]
+    gravity = params[i, P_GRAVITY_LOAD]
+    fm = state[i, S_MOTOR_FORCE]
+    fs = params[i, P_STATIC_FRICTION]
+    f_cmd = _clip(state[i, S_FORCE_COMMAND], -fm, fm) if force_mode else 0.0
+    motor_on = fm > 0.0 and not force_mode
+    limit = max(fm, fs) if motor_on else fs
+    target = state[i, S_TARGET_POSITION]
+    vd = state[i, S_TARGET_VELOCITY]
+    lo = params[i, P_MIN_POSITION]
+    hi = params[i, P_MAX_POSITION]
+    a = state[i, S_ACCELERATION_LIMIT]
+    stop_lo = params[i, P_MIN_STOP]
+    stop_hi = params[i, P_MAX_STOP]
+    vc = state[i, S_VC]
+    q = state[i, S_POSITION]
+    v = state[i, S_VELOCITY]
+    v_prev = v
+    u = 0.0
+    for _ in range(n):
+        f = f_cmd + load
+        if gravity != 0.0:
+            f += gravity * math.sin(q)
+        v_target = 0.0
+        if not force_mode:
+            vc = _webots_vc(target, vd, lo, hi, p, a, vc, q, h)
+            if motor_on:
+                v_target = vc
+        q_new = f00 * q + f01 * v + g0 * f
+        v_new = f10 * q + f11 * v + g1 * f
+        u = 0.0
+        if limit > 0.0:
+            u = _clip((v_target - v_new) * inv_g1, -limit, limit)
+            q_new += g0 * u
+            v_new += g1 * u
+        v_prev = v
+        q, v = _stop_scalar(stop_lo, stop_hi, q_new, v_new)
+    state[i, S_POSITION] = q
+    state[i, S_VELOCITY] = v
+    state[i, S_VC] = vc
+    state[i, S_ACCELERATION] = (v - v_prev) * inv_h
+    state[i, S_MOTOR_FORCE_FEEDBACK] = _clip(u, -fm, fm) if motor_on else 0.0
+    state[i, S_TIME] += dt
 
-    The uncoupled-joint update is written inline in this loop on purpose: as a separate (even numba-inlined)
-    function it compiled to code 2.5x slower, and this loop is the plant's hot path.  Chains go in a second loop.
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _lean_ok(
+    parent: float, child: float, gravity: float, cache_h: float, mode: float, p: float, k: float, j: float, dt: float
+) -> bool:
+    """Whether an uncoupled joint takes the lean path for dt: one substep, cache valid for h = dt, no gravity load.
+
+    Its inputs (params, mode, P, cached h) are not changed by stepping, so the answer is the same before and after
+    the joint's lean step; ``_step_rest`` relies on that to find the joints the lean loop left.  Scalar arguments on
+    purpose: a numba-inlined helper taking the arrays costs an NRT incref/decref pair per call.
     """
-    if not dt > 0.0:
-        return
-    pairs = False
-    for i in range(params.shape[0]):
-        if params[i, P_PARENT] >= 0.0 or params[i, P_CHILD] >= 0.0:
-            pairs = True
-            continue  # chains are stepped below, keeping this loop free of calls
-        # ---- uncoupled joint: everything read once into locals
-        inertia = params[i, P_INERTIA]
-        force_mode = state[i, S_CONTROL_MODE] == MODE_FORCE
+    p_active = 0.0 if mode == MODE_FORCE else p
+    return (
+        parent < 0.0
+        and child < 0.0
+        and gravity == 0.0
+        and cache_h == dt
+        and dt <= MAX_SUBSTEP_S
+        and p_active * dt <= _P_SUBSTEP_FACTOR
+        and k * dt * dt <= _OMEGA_SUBSTEP_FACTOR * _OMEGA_SUBSTEP_FACTOR * j
+    )
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _step_lean(params: FloatArray, state: FloatArray, start: int, stop: int, dt: float) -> bool:
+    """Advance the joints start..stop−1 that are ``_lean_ok`` by dt [s]; True if any other joint is in the range.
+
+    The loop body is ``_step_single``'s arithmetic for n = 1, bit for bit, written inline and free of calls: a
+    possible call, even a rare one, makes the compiler spill the loop's live values around it, and numba-inlined
+    helpers taking the arrays add reference counting per joint.  This loop is the plant's hot path.
+    """
+    rest = False
+    for i in range(start, stop):
+        mode = state[i, S_CONTROL_MODE]
         p = state[i, S_CONTROL_P]
-        spring = params[i, P_SPRING_CONSTANT]
-        p_active = 0.0 if force_mode else p
-        n = 1
-        h = dt
-        if not (
-            dt <= MAX_SUBSTEP_S
-            and p_active * dt <= _P_SUBSTEP_FACTOR
-            and spring * dt * dt <= _OMEGA_SUBSTEP_FACTOR * _OMEGA_SUBSTEP_FACTOR * inertia
+        if not _lean_ok(
+            params[i, P_PARENT],
+            params[i, P_CHILD],
+            params[i, P_GRAVITY_LOAD],
+            state[i, S_CACHE_H],
+            mode,
+            p,
+            params[i, P_SPRING_CONSTANT],
+            params[i, P_INERTIA],
+            dt,
         ):
-            n = _substep_count(dt, p_active, spring / inertia)
-            h = dt / n
-        if state[i, S_CACHE_H] != h:
-            _update_cache_single(params, state, i, h)
+            rest = True
+            continue
+        force_mode = mode == MODE_FORCE
         c = S_CACHE
         f00 = state[i, c + 0]
         f01 = state[i, c + 1]
@@ -556,51 +647,116 @@ def step_joints(params: FloatArray, state: FloatArray, dt: float) -> None:
         g1 = state[i, c + 5]
         inv_g1 = state[i, c + 6]
         inv_h = state[i, c + 7]
-        load = params[i, P_LOAD]
-        gravity = params[i, P_GRAVITY_LOAD]
         fm = state[i, S_MOTOR_FORCE]
         fs = params[i, P_STATIC_FRICTION]
-        f_cmd = _clip(state[i, S_FORCE_COMMAND], -fm, fm) if force_mode else 0.0
+        f = (_clip(state[i, S_FORCE_COMMAND], -fm, fm) if force_mode else 0.0) + params[i, P_LOAD]
         motor_on = fm > 0.0 and not force_mode
         limit = max(fm, fs) if motor_on else fs
-        target = state[i, S_TARGET_POSITION]
-        vd = state[i, S_TARGET_VELOCITY]
-        lo = params[i, P_MIN_POSITION]
-        hi = params[i, P_MAX_POSITION]
-        a = state[i, S_ACCELERATION_LIMIT]
-        stop_lo = params[i, P_MIN_STOP]
-        stop_hi = params[i, P_MAX_STOP]
         vc = state[i, S_VC]
         q = state[i, S_POSITION]
         v = state[i, S_VELOCITY]
-        v_prev = v
+        v_target = 0.0
+        if not force_mode:
+            vc = _webots_vc(
+                state[i, S_TARGET_POSITION],
+                state[i, S_TARGET_VELOCITY],
+                params[i, P_MIN_POSITION],
+                params[i, P_MAX_POSITION],
+                p,
+                state[i, S_ACCELERATION_LIMIT],
+                vc,
+                q,
+                dt,
+            )
+            if motor_on:
+                v_target = vc
+        q_new = f00 * q + f01 * v + g0 * f
+        v_new = f10 * q + f11 * v + g1 * f
         u = 0.0
-        for _ in range(n):
-            f = f_cmd + load
-            if gravity != 0.0:
-                f += gravity * math.sin(q)
-            v_target = 0.0
-            if not force_mode:
-                vc = _webots_vc(target, vd, lo, hi, p, a, vc, q, h)
-                if motor_on:
-                    v_target = vc
-            q_new = f00 * q + f01 * v + g0 * f
-            v_new = f10 * q + f11 * v + g1 * f
-            u = 0.0
-            if limit > 0.0:
-                u = _clip((v_target - v_new) * inv_g1, -limit, limit)
-                q_new += g0 * u
-                v_new += g1 * u
-            v_prev = v
-            q, v = _stop_scalar(stop_lo, stop_hi, q_new, v_new)
-        state[i, S_POSITION] = q
-        state[i, S_VELOCITY] = v
+        if limit > 0.0:
+            u = _clip((v_target - v_new) * inv_g1, -limit, limit)
+            q_new += g0 * u
+            v_new += g1 * u
+        q_new, v_new = _stop_scalar(params[i, P_MIN_STOP], params[i, P_MAX_STOP], q_new, v_new)
+        state[i, S_POSITION] = q_new
+        state[i, S_VELOCITY] = v_new
         state[i, S_VC] = vc
-        state[i, S_ACCELERATION] = (v - v_prev) * inv_h
+        state[i, S_ACCELERATION] = (v_new - v) * inv_h
         state[i, S_MOTOR_FORCE_FEEDBACK] = _clip(u, -fm, fm) if motor_on else 0.0
         state[i, S_TIME] += dt
-    if pairs:
-        for i in range(params.shape[0]):
-            child = int(params[i, P_CHILD])
-            if child >= 0:
-                _step_pair(params, state, i, child, dt)
+    return rest
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _step_rest(params: FloatArray, state: FloatArray, start: int, stop: int, dt: float) -> None:
+    """Advance the joints start..stop−1 that ``_step_lean`` left (a chain with its root) by dt: the general path."""
+    for i in range(start, stop):
+        if params[i, P_PARENT] >= 0.0 or _lean_ok(
+            params[i, P_PARENT],
+            params[i, P_CHILD],
+            params[i, P_GRAVITY_LOAD],
+            state[i, S_CACHE_H],
+            state[i, S_CONTROL_MODE],
+            state[i, S_CONTROL_P],
+            params[i, P_SPRING_CONSTANT],
+            params[i, P_INERTIA],
+            dt,
+        ):
+            continue  # a child (stepped with its parent) or already stepped by _step_lean
+        child = int(params[i, P_CHILD])
+        if child >= 0:
+            _step_pair(params, state, i, child, dt)
+        else:
+            _step_single(params, state, i, dt)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def step_joints_general(params: FloatArray, state: FloatArray, dt: float) -> None:
+    """``step_joints`` with the general path for every joint (no lean loop): the reference the fast paths match."""
+    if not dt > 0.0:
+        return
+    for i in range(params.shape[0]):
+        if params[i, P_PARENT] >= 0.0:
+            continue
+        child = int(params[i, P_CHILD])
+        if child >= 0:
+            _step_pair(params, state, i, child, dt)
+        else:
+            _step_single(params, state, i, dt)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def step_joints(params: FloatArray, state: FloatArray, dt: float) -> None:
+    """Advance every joint (serial chains together) by dt [s]; dt ≤ 0 does nothing.
+
+    Two passes: a call-free loop over the common case (``_lean_ok``: uncoupled, one substep, valid cache, no gravity
+    load), then, only if some joint did not qualify, the general path for the others (substeps, cache refresh, sin,
+    chains).  Joints are independent apart from chains, so the order changes no result.  Serial, for the control
+    loop's ``nogil`` thread; ``step_joints_parallel`` spreads large arrays over threads.
+    """
+    if not dt > 0.0:
+        return
+    n = params.shape[0]
+    if _step_lean(params, state, 0, n, dt):
+        _step_rest(params, state, 0, n, dt)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", parallel=True)
+def step_joints_parallel(params: FloatArray, state: FloatArray, dt: float) -> None:
+    """``step_joints`` spread over numba's threads in blocks of ``PARALLEL_BLOCK`` joints; the same results bit for bit.
+
+    A chain is stepped by the block holding its root, wherever the child's row is, so no row is touched by two
+    blocks.  Worth it for large arrays only (a parallel launch costs microseconds); numba's thread count, not this
+    kernel, decides how many blocks run at once, and any threading layer (workqueue included) works.
+    """
+    if not dt > 0.0:
+        return
+    n = params.shape[0]
+    blocks = (n + PARALLEL_BLOCK - 1) // PARALLEL_BLOCK
+    rest = np.zeros(blocks, dtype=np.bool_)
+    for b in prange(blocks):
+        rest[b] = _step_lean(params, state, b * PARALLEL_BLOCK, min(n, (b + 1) * PARALLEL_BLOCK), dt)
+    if rest.any():
+        for b in prange(blocks):
+            if rest[b]:
+                _step_rest(params, state, b * PARALLEL_BLOCK, min(n, (b + 1) * PARALLEL_BLOCK), dt)

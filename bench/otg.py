@@ -1,7 +1,10 @@
 """Speed of our OTG against Ruckig on the same random problem set (one process), plus compile/start times.
 
-Prints per-call p50/p99 (µs) from Python for both, the per-call cost inside numba, batch throughput
-(problems/s) against Ruckig in a Python loop, and numba compile / warm-cache start times.
+Prints per-call p50/p99 (µs) from Python for both (ours through ``fast_plan_into()``, the documented
+fastest Python entry, and for reference through the ``plan_into`` dispatcher), the per-call cost inside
+numba (symmetric and asymmetric problems), batch throughput (problems/s) against Ruckig in a Python loop,
+and numba compile / warm-cache start times (also without scipy: numba imports scipy.linalg for its BLAS
+check when scipy is installed, and scipy is not a dependency of this project).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import time
 import numpy as np
 from numba import njit
 
-from servo_node.otg import PROFILE_SIZE, plan_batch, plan_into
+from servo_node.otg import PROFILE_SIZE, fast_plan_into, plan_batch, plan_into
 
 N = 20_000
 
@@ -61,15 +64,16 @@ def _plan_all(rows, profile) -> float:  # type: ignore[no-untyped-def]
     return acc
 
 
-def per_call_ours(rows: np.ndarray) -> np.ndarray:
-    """Wall time of each plan_into call from Python (caller-owned profile)."""
+def per_call_ours(rows: np.ndarray, fast: bool = True) -> np.ndarray:
+    """Wall time of each plan from Python into a caller-owned profile: fast_plan_into() or the dispatcher."""
     prof = np.zeros(PROFILE_SIZE)
     lst = rows.tolist()
     times = np.empty(len(lst))
     clock = time.perf_counter_ns
+    f = fast_plan_into() if fast else plan_into
     for i, r in enumerate(lst):
         t0 = clock()
-        plan_into(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], prof)
+        f(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], prof)
         times[i] = clock() - t0
     return times / 1e3
 
@@ -112,9 +116,17 @@ def ruckig_loop_throughput(rows: np.ndarray) -> float:
     return rows.shape[0] / (time.perf_counter() - t0)
 
 
-def start_time(cache_dir: str) -> float:
+_NO_SCIPY = ("import sys, importlib.abc\n"
+             "class _B(importlib.abc.MetaPathFinder):\n"
+             "    def find_spec(self, name, path, target=None):\n"
+             "        if name == 'scipy' or name.startswith('scipy.'): raise ImportError(name)\n"
+             "sys.meta_path.insert(0, _B())\n")
+
+
+def start_time(cache_dir: str, no_scipy: bool = False) -> float:
     """Seconds for a fresh process to import the package and plan once, with the given numba cache dir."""
-    code = ("import time; t=time.perf_counter(); from servo_node.otg import plan; plan(0,0,0,1,0,-1,1,-1,1,1); "
+    code = ((_NO_SCIPY if no_scipy else "")
+            + "import time; t=time.perf_counter(); from servo_node.otg import plan; plan(0,0,0,1,0,-1,1,-1,1,1); "
             "print(time.perf_counter()-t)")
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -129,10 +141,17 @@ def main() -> int:
     _plan_all(rows[:10], np.zeros(PROFILE_SIZE))
     ours = per_call_ours(rows)
     theirs = per_call_ruckig(inputs)
+    ours_dispatch = per_call_ours(rows, fast=False)
     prof = np.zeros(PROFILE_SIZE)
     t0 = time.perf_counter()
     _plan_all(rows, prof)
     in_numba = (time.perf_counter() - t0) / N * 1e6
+    asym = rows.copy()
+    asym[:, 7] *= 10.0 ** np.random.default_rng(2).uniform(-0.7, 0.7, N)  # |a_min| != a_max
+    asym[:, 2] = np.clip(asym[:, 2], asym[:, 7], asym[:, 8]) * 0.5
+    t0 = time.perf_counter()
+    _plan_all(asym, prof)
+    in_numba_asym = (time.perf_counter() - t0) / N * 1e6
     cols = [np.ascontiguousarray(rows[:, k]) for k in range(10)]
     plan_batch(*(c[:100] for c in cols))
     t0 = time.perf_counter()
@@ -143,16 +162,21 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as cold:
         compile_s = start_time(cold)
         warm_s = start_time(cold)
+        warm_ns = start_time(cold, no_scipy=True)
     p50o, p99o = np.percentile(ours, [50, 99])
     p50r, p99r = np.percentile(theirs, [50, 99])
     print(f"OTG bench: {N} random symmetric problems (inside starts), {os.cpu_count()} CPUs, numba batch in parallel")
     print(f"{'metric':44s} {'ours':>12s} {'ruckig':>12s} {'ours/ruckig':>12s}")
+    p50d = float(np.percentile(ours_dispatch, 50))
     print(f"{'per call p50 from Python [us]':44s} {p50o:12.2f} {p50r:12.2f} {p50o / p50r:12.2f}")
     print(f"{'per call p99 from Python [us]':44s} {p99o:12.2f} {p99r:12.2f} {p99o / p99r:12.2f}")
+    print(f"{'  (p50 via the plan_into dispatcher) [us]':44s} {p50d:12.2f} {p50r:12.2f} {p50d / p50r:12.2f}")
     print(f"{'per call mean inside numba [us]':44s} {in_numba:12.2f} {'-':>12s} {'-':>12s}")
+    print(f"{'  asymmetric limits (4 candidates) [us]':44s} {in_numba_asym:12.2f} {'-':>12s} {'-':>12s}")
     print(f"{'batch throughput [problems/s]':44s} {batch:12.0f} {loop:12.0f} {batch / loop:12.1f}")
     print(f"{'numba compile (cold cache) + first plan [s]':44s} {compile_s:12.2f}")
     print(f"{'warm-cache start: import + first plan [s]':44s} {warm_s:12.2f}")
+    print(f"{'  same without scipy installed [s]':44s} {warm_ns:12.2f}")
     return 0
 
 

@@ -318,8 +318,8 @@ def plan_into(  # type: ignore[no-untyped-def]
 
 @njit(cache=True, nogil=True)
 def _box_of(c: int, a_up: float, a_dn: float) -> tuple[float, float]:
-    """Candidate acceleration boxes for the direction-relative rule: forward, reverse, tight; 3 = the rule."""
-    if c == 0 or c == 3:
+    """Fallback acceleration boxes for the direction-relative rule: forward, reverse, tight."""
+    if c == 0:
         return -a_dn, a_up
     if c == 1:
         return -a_up, a_dn
@@ -332,37 +332,40 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float, v_min: float, v_max: float,
     a_up: float, a_dn: float, j_max: float, profile,
 ) -> int:
-    """Direction-relative limits: the rule-aware plan (velocity changes whose bound switches at v = 0),
-    guarded by the fixed-box candidates; the fastest that obeys the rule phase by phase wins.
+    """Direction-relative limits: the rule-aware plan (velocity changes whose bound switches at v = 0).
 
-    The forward box is exact for motions that keep v >= 0, the reverse box for v <= 0; the rule-aware
-    plan is exact for reversing motions too; the tight box always obeys the rule and is the fallback.
+    It is time-optimal whenever it obeys the rule phase by phase (always, except from starts that cannot
+    obey it: a deceleration too strong to ease before v reaches 0).  Otherwise the fastest fixed-box
+    candidate that obeys the rule is used: forward box (exact for v >= 0 motions), reverse box (v <= 0),
+    and the tight box, which always obeys the rule.
     """
     if v0 >= 0.0:
         outside = a0 > a_up or a0 < -a_dn
     else:
         outside = a0 > a_dn or a0 < -a_up
+    vtol = 1e-10 * (v_max - v_min)
+    st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, -a_dn, a_up, j_max, profile, True)
+    if st == OK and _rule_ok(profile, int(profile[BRAKE_COUNT]) if outside else 0, a_up, a_dn, vtol):
+        return OK
     best = -1
     best_t = math.inf
     last = -1
-    for c in range(4):
+    for c in range(3):
         lo, hi = _box_of(c, a_up, a_dn)
-        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, c == 3)
+        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, False)
         last = c
         if st != OK:
             continue
         k0 = int(profile[BRAKE_COUNT]) if outside else 0
         d = profile[DURATION]
-        # ties go to the rule-aware plan (last, so it needs no re-plan)
-        better = d <= best_t * (1.0 + 1e-12) if c == 3 else d < best_t
-        if better and (c == 2 or _rule_ok(profile, k0, a_up, a_dn, 1e-10 * (v_max - v_min))):
+        if d < best_t and (c == 2 or _rule_ok(profile, k0, a_up, a_dn, vtol)):
             best = c
             best_t = d
     if best < 0:
         return INFEASIBLE
     if best != last:
         lo, hi = _box_of(best, a_up, a_dn)
-        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, best == 3)
+        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, False)
     return OK
 
 

@@ -172,7 +172,7 @@ def main() -> int:
     print(f"{'per call p99 from Python [us]':44s} {p99o:12.2f} {p99r:12.2f} {p99o / p99r:12.2f}")
     print(f"{'  (p50 via the plan_into dispatcher) [us]':44s} {p50d:12.2f} {p50r:12.2f} {p50d / p50r:12.2f}")
     print(f"{'per call mean inside numba [us]':44s} {in_numba:12.2f} {'-':>12s} {'-':>12s}")
-    print(f"{'  asymmetric limits (4 candidates) [us]':44s} {in_numba_asym:12.2f} {'-':>12s} {'-':>12s}")
+    print(f"{'  asymmetric limits (rule-aware plan) [us]':44s} {in_numba_asym:12.2f} {'-':>12s} {'-':>12s}")
     print(f"{'batch throughput [problems/s]':44s} {batch:12.0f} {loop:12.0f} {batch / loop:12.1f}")
     print(f"{'numba compile (cold cache) + first plan [s]':44s} {compile_s:12.2f}")
     print(f"{'warm-cache start: import + first plan [s]':44s} {warm_s:12.2f}")

@@ -450,6 +450,11 @@ def _make_transport(reg: register.Registry) -> pycyphal.transport.Transport:
     return transport
 
 
+DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
+"""Position gain of the velocity law [1/s] when the register holds 0. Over a bus the loop closes through the
+round trip (setpoint out, dynamics back); a pure delay τ in this loop rings once k·τ nears π/2, so a drive on
+the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded host included)."""
+
 _REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
 
@@ -483,7 +488,7 @@ def loop_config(reg: ServoRegistry) -> LoopConfig:
     return LoopConfig(
         rate_hz=reg.real("servo.loop_rate"),
         law=reg.text("servo.drive.mode"),
-        velocity_gain=reg.real("servo.control.velocity_gain"),
+        velocity_gain=reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[backend],
         torque_gains=(kp, kd),
         inertia=inertia,
         drive=backend,

@@ -193,7 +193,7 @@ def peak_root(
 ) -> float:
     """Safeguarded Newton for the peak chain: chain_eval(PEAK, x) = target on the bracket [x0, x1].
 
-    Starts from the end with the smaller residual; a Newton step that leaves the bracket (or a missing
+    Starts from the root of a parabola fitted to the ends; a Newton step that leaves the bracket (or a missing
     derivative) bisects instead.  Stops after a Newton step below 1e-9 of x (quadratic convergence leaves
     an error far below rounding) or once the bracket is a few ulp wide.
     """
@@ -206,6 +206,32 @@ def peak_root(
         x, f, g = x0, f0, g0
     else:
         x, f, g = x1, f1, g1
+    # first guess: the root of the parabola through both ends with the slope at the end that has one (Newton
+    # from an end alone crawls, halving its step, when the distance is nearly quadratic and the root is near
+    # the other end)
+    h = x1 - x0
+    if g1 != 0.0:  # f0 + b u + c u² in u = (x - x0) / h
+        c = g1 * h - (f1 - f0)
+        b = (f1 - f0) - c
+    else:
+        c = (f1 - f0) - g0 * h
+        b = g0 * h
+    disc = b * b - 4.0 * c * f0
+    if disc >= 0.0:
+        qq = -0.5 * (b + math.copysign(math.sqrt(disc), b))  # the roots are f0 / qq and qq / c
+        u = f0 / qq if qq != 0.0 else -1.0
+        if not (0.0 < u < 1.0):
+            u = qq / c if c != 0.0 else -1.0
+        if 0.0 < u < 1.0:
+            x = x0 + u * h
+            d, _t, g = chain_eval(KIND_PEAK, x, v, a, vt, lo, hi, vtol, vb, rule)
+            f = d - target
+            if f == 0.0:
+                return x
+            if (f < 0.0) == (fa < 0.0):
+                xa, fa = x, f
+            else:
+                xb, fb = x, f
     for _ in range(100):
         xn = x - f / g if g != 0.0 else xa
         if abs(xn - x) <= 1e-9 * abs(xn):

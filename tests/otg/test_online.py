@@ -109,9 +109,11 @@ def test_online_replanning_symmetric() -> None:
 
 
 def test_online_replanning_asymmetric() -> None:
-    """Same loop with direction-relative limits: zero failures, the arrival time never gets later.
+    """Same loop with direction-relative limits (many motions reverse): zero failures, the arrival time never
+    gets later.
 
-    (It can get earlier: the asymmetric planner picks the best of several candidates, not always the optimum.)
+    (It can get earlier: once a motion has overshot the target, a vt pointing away from it is repaired to 0,
+    which changes the problem being re-planned.)
     """
     failures, replans, drift = _run(8, 60, False)
     print(f"asymmetric: {replans} re-plans, {failures} failures, max arrival delay {drift:.3g} (relative)")

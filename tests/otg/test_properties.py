@@ -12,6 +12,8 @@ from numba import njit
 from servo_node.otg import (
     PROFILE_SIZE,
     Status,
+    fast_plan_into,
+    new_profile,
     plan,
     plan_batch,
     plan_into,
@@ -124,3 +126,20 @@ def test_kernels_callable_from_numba() -> None:
     out = np.zeros(4)
     assert abs(_loop_in_numba(profile, out) - plan(0, 0, 0, 1, 0, -1, 1, -1, 1, 1).duration) == 0.0
     assert out[3] != 0.0
+
+
+def test_fast_plan_into_matches_plan() -> None:
+    """The dispatch-free entry point plans bit for bit like plan_into (ints accepted for the scalars)."""
+    fast = fast_plan_into()
+    assert fast_plan_into() is fast
+    rng = np.random.default_rng(5)
+    prof = new_profile()
+    assert prof.shape == (PROFILE_SIZE,) and prof.dtype == np.float64 and prof.flags.c_contiguous
+    for _ in range(200):
+        args = (float(rng.uniform(-1, 1)), float(rng.uniform(-1, 1)), float(rng.uniform(-0.5, 0.5)),
+                float(rng.uniform(-3, 3)), 0.0, -1.5, 1.0, -float(rng.uniform(0.3, 3)), 1.0, 2.0)
+        assert fast(*args, prof) == 0
+        used = 8 + 5 * int(prof[2])  # header and the phases in use (slots past them are scratch)
+        assert np.array_equal(prof[:used], plan(*args).profile[:used])
+    assert fast(0, 0, 0, 1, 0, -1, 1, -1, 1, 1, prof) == 0
+    assert prof[3] == plan(0, 0, 0, 1, 0, -1, 1, -1, 1, 1).duration

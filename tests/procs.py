@@ -115,3 +115,78 @@ def servo_node(env: Mapping[str, str], registry: Path, node_id: int = 125) -> It
             what=f"servo-node {node_id} to answer (exit code {proc.poll()})",
         )
         yield proc
+
+
+class RegisterClient:
+    """Reads registers of a node over the bus from inside the test process (pycyphal, no process per read).
+
+    Polling with ``y r`` starts a Python process per read, which on a 2-core machine starves the very processes
+    under test; observation goes through this client, while commands stay with the real yakut CLI.
+    """
+
+    def __init__(self, env: Mapping[str, str], server_node_id: int, client_node_id: int = 127) -> None:
+        import asyncio
+        import threading
+
+        self._server = server_node_id
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="register-client", daemon=True)
+        self._thread.start()
+        self._presentation, self._client = self._run(self._open(env, client_node_id))
+
+    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _open(self, env: Mapping[str, str], client_node_id: int) -> tuple[Any, Any]:
+        import pycyphal.presentation
+        import uavcan.register
+
+        from servo_node.transport import make_transport
+
+        regs: dict[str, Any] = {"uavcan.node.id": client_node_id}
+        if "UAVCAN__CAN__IFACE" in env:
+            regs.update({"uavcan.can.iface": env["UAVCAN__CAN__IFACE"], "uavcan.can.mtu": int(env["UAVCAN__CAN__MTU"])})
+        else:
+            regs["uavcan.udp.iface"] = env["UAVCAN__UDP__IFACE"]
+        presentation = pycyphal.presentation.Presentation(make_transport(regs))
+        client = presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, self._server)
+        client.response_timeout = 2.0
+        return presentation, client
+
+    def read(self, name: str) -> Any:
+        """The register's value: a string, or a list of numbers; raises AssertionError if the node is silent."""
+
+        async def call() -> Any:
+            import uavcan.register
+
+            return await self._client.call(uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name)))
+
+        result = self._run(call())
+        assert result is not None, f"node {self._server} did not answer a read of {name}"
+        value = result[0].value
+        if value.string is not None:
+            return value.string.value.tobytes().decode()
+        from pycyphal.application.register import ValueProxy
+
+        return list(ValueProxy(value).floats)
+
+    def json(self, name: str) -> Any:
+        """A JSON register (``sys.*``), parsed."""
+        return json.loads(self.read(name))
+
+    def close(self) -> None:
+        import asyncio
+
+        async def shutdown() -> None:
+            self._presentation.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._run(shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()

@@ -18,18 +18,35 @@ from typing import Any
 import pytest
 
 from servo_node.transport import yakut_transport_expression
-from tests.procs import BIN, base_env, popen, read_register, servo_node, wait_for, y
+from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
 
 NODE, PLANT, CLIENT = 125, 90, 126
 DEADMAN_S = 0.5
 
 
+_readers: dict[str, RegisterClient] = {}
+
+
+@pytest.fixture(autouse=True)
+def _close_readers() -> Iterator[None]:
+    yield
+    while _readers:
+        _readers.popitem()[1].close()
+
+
+def _reader(env: dict[str, str]) -> RegisterClient:
+    key = env.get("UAVCAN__CAN__IFACE") or env["UAVCAN__UDP__IFACE"]
+    if key not in _readers:
+        _readers[key] = RegisterClient(env, NODE)
+    return _readers[key]
+
+
 def motion(env: dict[str, str]) -> dict[str, Any]:
-    return dict(json.loads(read_register(NODE, "sys.motion", env)))
+    return dict(_reader(env).json("sys.motion"))
 
 
 def servo(env: dict[str, str]) -> dict[str, Any]:
-    return dict(json.loads(read_register(NODE, "sys.status", env))["servo"])
+    return dict(_reader(env).json("sys.status")["servo"])
 
 
 def at_target(env: dict[str, str], target: float) -> dict[str, Any]:

@@ -335,9 +335,9 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     """Direction-relative limits: the rule-aware plan (velocity changes whose bound switches at v = 0).
 
     It is time-optimal whenever it obeys the rule phase by phase (always, except from starts that cannot
-    obey it: a deceleration too strong to ease before v reaches 0).  Otherwise the fastest fixed-box
-    candidate that obeys the rule is used: forward box (exact for v >= 0 motions), reverse box (v <= 0),
-    and the tight box, which always obeys the rule.
+    obey it: a deceleration too strong to ease before v reaches 0).  Otherwise, and from starts outside the
+    limits (where brake-then-plan depends on the box), the fastest candidate that obeys the rule is used:
+    forward box (exact for v >= 0 motions), reverse box (v <= 0), and the tight box, which always obeys it.
     """
     if v0 >= 0.0:
         outside = a0 > a_up or a0 < -a_dn
@@ -345,11 +345,16 @@ def _plan_rule(  # type: ignore[no-untyped-def]
         outside = a0 > a_dn or a0 < -a_up
     vtol = 1e-10 * (v_max - v_min)
     st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, -a_dn, a_up, j_max, profile, True)
-    if st == OK and _rule_ok(profile, int(profile[BRAKE_COUNT]) if outside else 0, a_up, a_dn, vtol):
-        return OK
     best = -1
     best_t = math.inf
-    last = -1
+    last = 3
+    if st == OK and _rule_ok(profile, int(profile[BRAKE_COUNT]) if outside else 0, a_up, a_dn, vtol):
+        if not outside and profile[BRAKE_COUNT] == 0.0:
+            return OK
+        # from a start outside the limits brake-then-plan is not exactly optimal, and the boxes brake
+        # differently: keep the fastest of all
+        best = 3
+        best_t = profile[DURATION]
     for c in range(3):
         lo, hi = _box_of(c, a_up, a_dn)
         st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, False)
@@ -365,7 +370,9 @@ def _plan_rule(  # type: ignore[no-untyped-def]
         return INFEASIBLE
     if best != last:
         lo, hi = _box_of(best, a_up, a_dn)
-        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, False)
+        if best == 3:
+            lo, hi = -a_dn, a_up
+        return _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, best == 3)
     return OK
 
 

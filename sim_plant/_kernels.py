@@ -35,6 +35,12 @@ and both motor constraints are solved together (a 2×2 box-constrained problem, 
 topology: chains of depth two (a root joint with at most one child that has no child); the Python wrapper validates
 that and fills ``P_CHILD``.
 
+Stepping paths, all giving the same results bit for bit (``tests/sim_plant/test_fast_paths.py``): ``step_joints``
+runs a call-free lean loop over the common case (uncoupled joint, one substep, cached matrices valid for dt, no
+gravity load) and the general path (substeps, cache refresh, sin, chains) for the rest; ``step_joints_parallel``
+does the same over numba threads in blocks of ``PARALLEL_BLOCK`` joints; ``step_joints_general`` is the general path
+for every joint (the reference).
+
 Numba caveat for callers: ``cache=True`` caches are invalidated by changes to the caller's own file only, so a
 cached ``@njit`` function elsewhere that calls these kernels keeps stale machine code after this file changes
 (clear its ``__pycache__/*.nbi``/``*.nbc`` or bump its source).

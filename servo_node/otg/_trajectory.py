@@ -117,7 +117,7 @@ def plan_batch(
                                                                            a_min, a_max, j_max)))
     flat = [np.ascontiguousarray(x.reshape(-1)) for x in args]
     n = flat[0].shape[0]
-    profiles = np.zeros((n, PROFILE_SIZE))
+    profiles = np.empty((n, PROFILE_SIZE))  # plan_into writes the header and the phases in use
     durations = np.zeros(n)
     statuses = np.zeros(n, dtype=np.int64)
     repaired = np.zeros(n, dtype=np.bool_)

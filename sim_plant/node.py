@@ -86,26 +86,20 @@ _dsdl.ensure_compiled()
 
 import pycyphal  # noqa: E402
 import pycyphal.application  # noqa: E402
-import reg.udral.physics.dynamics.rotation as rot  # noqa: E402
-import reg.udral.physics.dynamics.translation as lin  # noqa: E402
-import reg.udral.physics.kinematics.rotation as rot_kin  # noqa: E402
-import reg.udral.physics.kinematics.translation as lin_kin  # noqa: E402
 import reg.udral.service.actuator.common as actuator  # noqa: E402
 import reg.udral.service.common as common  # noqa: E402
 import uavcan.node  # noqa: E402
-import uavcan.si.unit.acceleration as si_acc  # noqa: E402
-import uavcan.si.unit.angle as si_angle  # noqa: E402
-import uavcan.si.unit.angular_acceleration as si_ang_acc  # noqa: E402
-import uavcan.si.unit.angular_velocity as si_ang_vel  # noqa: E402
-import uavcan.si.unit.force as si_force  # noqa: E402
-import uavcan.si.unit.length as si_length  # noqa: E402
 import uavcan.si.unit.temperature as si_temp  # noqa: E402
-import uavcan.si.unit.torque as si_torque  # noqa: E402
-import uavcan.si.unit.velocity as si_vel  # noqa: E402
 import uavcan.time  # noqa: E402
 from pycyphal.application import register  # noqa: E402
 from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
 
+from servo_node.drive.udral_messages import (  # noqa: E402
+    dynamics_ts_type,
+    dynamics_type,
+    make_dynamics_ts,
+    read_dynamics,
+)
 from sim_plant._joint import JointParams  # noqa: E402
 from sim_plant._node_plant import (  # noqa: E402
     Command,
@@ -197,8 +191,8 @@ class SimPlantNode:
         self._plant = plant
         self._rotational = plant.params.kind == "rotational"
         self._publish_period = 1.0 / publish_rate_hz
-        setpoint_t = rot.Planar_0_1 if self._rotational else lin.Linear_0_1
-        dynamics_t = rot.PlanarTs_0_1 if self._rotational else lin.LinearTs_0_1
+        setpoint_t = dynamics_type(self._rotational)
+        dynamics_t = dynamics_ts_type(self._rotational)
         self._sub_setpoint = self._port(node.make_subscriber, setpoint_t, "servo.setpoint")
         self._sub_readiness = self._port(node.make_subscriber, common.Readiness_0_1, "servo.readiness")
         self._pub_dynamics = self._port(node.make_publisher, dynamics_t, "servo.dynamics")
@@ -250,11 +244,7 @@ class SimPlantNode:
 
     async def _on_setpoint(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
         now = time.monotonic()
-        k = msg.kinematics
-        if self._rotational:
-            p, v, f = k.angular_position.radian, k.angular_velocity.radian_per_second, msg.torque.newton_meter
-        else:
-            p, v, f = k.position.meter, k.velocity.meter_per_second, msg.force.newton
+        p, v, _a, f = read_dynamics(msg)
         params = self._plant.params
         try:
             command = interpret(p, v, f, params.max_velocity, params.max_force)
@@ -332,30 +322,8 @@ class SimPlantNode:
             await asyncio.sleep(max(0.0, delay))
 
     def _dynamics(self, s: Sample) -> Any:
-        ts = uavcan.time.SynchronizedTimestamp_1_0(microsecond=max(0, int(s.monotonic * 1e6)))
-        if self._rotational:
-            return rot.PlanarTs_0_1(
-                timestamp=ts,
-                value=rot.Planar_0_1(
-                    kinematics=rot_kin.Planar_0_1(
-                        angular_position=si_angle.Scalar_1_0(s.position),
-                        angular_velocity=si_ang_vel.Scalar_1_0(s.velocity),
-                        angular_acceleration=si_ang_acc.Scalar_1_0(s.acceleration),
-                    ),
-                    torque=si_torque.Scalar_1_0(s.force),
-                ),
-            )
-        return lin.LinearTs_0_1(
-            timestamp=ts,
-            value=lin.Linear_0_1(
-                kinematics=lin_kin.Linear_0_1(
-                    position=si_length.Scalar_1_0(s.position),
-                    velocity=si_vel.Scalar_1_0(s.velocity),
-                    acceleration=si_acc.Scalar_1_0(s.acceleration),
-                ),
-                force=si_force.Scalar_1_0(s.force),
-            ),
-        )
+        us = int(s.monotonic * 1e6)
+        return make_dynamics_ts(self._rotational, us, s.position, s.velocity, s.acceleration, s.force)
 
     def _feedback(self, s: Sample, now: float) -> actuator.Feedback_0_1:
         return actuator.Feedback_0_1(

@@ -19,27 +19,14 @@ from typing import Any
 import numpy as np
 import pycyphal
 import pycyphal.application
-import reg.udral.physics.dynamics.rotation as rot
-import reg.udral.physics.dynamics.translation as lin
-import reg.udral.physics.kinematics.rotation as rot_kin
-import reg.udral.physics.kinematics.translation as lin_kin
 import reg.udral.service.actuator.common as actuator
 import reg.udral.service.common as common
-import uavcan.si.unit.acceleration as si_acc
-import uavcan.si.unit.angle as si_angle
-import uavcan.si.unit.angular_acceleration as si_ang_acc
-import uavcan.si.unit.angular_velocity as si_ang_vel
-import uavcan.si.unit.force as si_force
-import uavcan.si.unit.length as si_length
-import uavcan.si.unit.torque as si_torque
-import uavcan.si.unit.velocity as si_vel
 
 from ..control import ControlLoop
 from ..control import _layout as L
 from ..control._kernel import read_seqlocked
 from ..registers import ServoRegistry
-
-_NAN = float("nan")
+from .udral_messages import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 
 class CyphalDrive:
@@ -51,11 +38,9 @@ class CyphalDrive:
         self._period_s = 1.0 / rate_hz
         self._remote = remote
         self._task: asyncio.Task[None] | None = None
-        setpoint_t = rot.Planar_0_1 if self._rotational else lin.Linear_0_1
-        dynamics_t = rot.PlanarTs_0_1 if self._rotational else lin.LinearTs_0_1
-        self._pub_setpoint = node.make_publisher(setpoint_t, "drive_setpoint")
+        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), "drive_setpoint")
         self._pub_readiness = node.make_publisher(common.Readiness_0_1, "drive_readiness")
-        self._sub_dynamics = node.make_subscriber(dynamics_t, "drive_dynamics")
+        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), "drive_dynamics")
         self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, "drive_feedback")
         self.drive_readiness = -1
         """Readiness the drive last reported (−1: none yet)."""
@@ -75,16 +60,7 @@ class CyphalDrive:
             self._task = None
 
     async def _on_dynamics(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
-        d = msg.value
-        if self._rotational:
-            k = d.kinematics
-            p, v, a = k.angular_position.radian, k.angular_velocity.radian_per_second, k.angular_acceleration
-            a = a.radian_per_second_per_second
-            f = d.torque.newton_meter
-        else:
-            k = d.kinematics
-            p, v, a = k.position.meter, k.velocity.meter_per_second, k.acceleration.meter_per_second_per_second
-            f = d.force.newton
+        p, v, a, f = read_dynamics(msg.value)
         r = self._remote
         r[L.R_P] = p
         r[L.R_V] = v
@@ -106,30 +82,12 @@ class CyphalDrive:
                 ready = common.Readiness_0_1.ENGAGED if enabled else common.Readiness_0_1.STANDBY
                 await self._pub_readiness.publish(common.Readiness_0_1(ready))
                 if enabled:
-                    await self._pub_setpoint.publish(self._setpoint(snapshot[L.R_CMD_V], snapshot[L.R_CMD_F]))
+                    setpoint = make_dynamics(self._rotational, velocity=snapshot[L.R_CMD_V], force=snapshot[L.R_CMD_F])
+                    await self._pub_setpoint.publish(setpoint)
                 next_at += self._period_s
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         except (asyncio.CancelledError, pycyphal.presentation.PortClosedError):
             pass
-
-    def _setpoint(self, velocity: float, force: float) -> Any:
-        if self._rotational:
-            return rot.Planar_0_1(
-                kinematics=rot_kin.Planar_0_1(
-                    angular_position=si_angle.Scalar_1_0(_NAN),
-                    angular_velocity=si_ang_vel.Scalar_1_0(velocity),
-                    angular_acceleration=si_ang_acc.Scalar_1_0(_NAN),
-                ),
-                torque=si_torque.Scalar_1_0(force),
-            )
-        return lin.Linear_0_1(
-            kinematics=lin_kin.Linear_0_1(
-                position=si_length.Scalar_1_0(_NAN),
-                velocity=si_vel.Scalar_1_0(velocity),
-                acceleration=si_acc.Scalar_1_0(_NAN),
-            ),
-            force=si_force.Scalar_1_0(force),
-        )
 
 
 def make_drive(reg: ServoRegistry, node: pycyphal.application.Node, loop: ControlLoop) -> CyphalDrive:

@@ -29,21 +29,16 @@ _dsdl.ensure_compiled()
 import pycyphal  # noqa: E402
 import pycyphal.application  # noqa: E402
 import pycyphal.transport.udp  # noqa: E402
-import reg.udral.physics.dynamics.rotation as rot  # noqa: E402
-import reg.udral.physics.dynamics.translation as lin  # noqa: E402
-import reg.udral.physics.kinematics.rotation as rot_kin  # noqa: E402
-import reg.udral.physics.kinematics.translation as lin_kin  # noqa: E402
 import reg.udral.service.actuator.common as actuator  # noqa: E402
 import reg.udral.service.common as common  # noqa: E402
 import uavcan.node  # noqa: E402
-import uavcan.si.unit.acceleration as si_acc  # noqa: E402
-import uavcan.si.unit.angle as si_angle  # noqa: E402
-import uavcan.si.unit.angular_acceleration as si_ang_acc  # noqa: E402
-import uavcan.si.unit.angular_velocity as si_ang_vel  # noqa: E402
-import uavcan.si.unit.force as si_force  # noqa: E402
-import uavcan.si.unit.length as si_length  # noqa: E402
-import uavcan.si.unit.torque as si_torque  # noqa: E402
-import uavcan.si.unit.velocity as si_vel  # noqa: E402
+
+from servo_node.drive.udral_messages import (  # noqa: E402
+    dynamics_ts_type,
+    dynamics_type,
+    make_dynamics,
+    read_dynamics,
+)
 
 BIN = Path(sys.executable).parent
 STARTUP_TIMEOUT = 120.0
@@ -157,14 +152,14 @@ class Bus:
         self.transport = pycyphal.transport.udp.UDPTransport("127.0.0.1", local_node_id=ids.tester)
         self.pres = pycyphal.presentation.Presentation(self.transport)
         self._pub_setpoint = self.pres.make_publisher(
-            rot.Planar_0_1 if self.rotational else lin.Linear_0_1, ids.setpoint
+            dynamics_type(self.rotational), ids.setpoint
         )
         self._pub_readiness = self.pres.make_publisher(common.Readiness_0_1, ids.readiness)
         self.dynamics: list[Received] = []
         self.feedback: list[Received] = []
         self.status: list[Received] = []
         self.heartbeat: list[Received] = []
-        dyn_t = rot.PlanarTs_0_1 if self.rotational else lin.LinearTs_0_1
+        dyn_t = dynamics_ts_type(self.rotational)
         for dtype, sid, sink in (
             (dyn_t, ids.dynamics, self.dynamics),
             (actuator.Feedback_0_1, ids.feedback, self.feedback),
@@ -185,23 +180,7 @@ class Bus:
 
     def make_setpoint(self, position: float = NAN, velocity: float = NAN, force: float = NAN) -> Any:
         """A Planar/Linear setpoint; NaN fields are unset."""
-        if self.rotational:
-            return rot.Planar_0_1(
-                kinematics=rot_kin.Planar_0_1(
-                    angular_position=si_angle.Scalar_1_0(position),
-                    angular_velocity=si_ang_vel.Scalar_1_0(velocity),
-                    angular_acceleration=si_ang_acc.Scalar_1_0(NAN),
-                ),
-                torque=si_torque.Scalar_1_0(force),
-            )
-        return lin.Linear_0_1(
-            kinematics=lin_kin.Linear_0_1(
-                position=si_length.Scalar_1_0(position),
-                velocity=si_vel.Scalar_1_0(velocity),
-                acceleration=si_acc.Scalar_1_0(NAN),
-            ),
-            force=si_force.Scalar_1_0(force),
-        )
+        return make_dynamics(self.rotational, position=position, velocity=velocity, force=force)
 
     def command(self, readiness: int, position: float = NAN, velocity: float = NAN, force: float = NAN) -> None:
         """Publish this readiness and setpoint at 50 Hz from now on (like a controller would)."""
@@ -238,24 +217,7 @@ class Bus:
     def state(r: Received) -> tuple[float, float, float, float, float]:
         """(timestamp s, position, velocity, acceleration, force) of a dynamics message."""
         m = r.msg
-        v = m.value
-        if hasattr(v, "torque"):
-            k = v.kinematics
-            return (
-                m.timestamp.microsecond * 1e-6,
-                k.angular_position.radian,
-                k.angular_velocity.radian_per_second,
-                k.angular_acceleration.radian_per_second_per_second,
-                v.torque.newton_meter,
-            )
-        k = v.kinematics
-        return (
-            m.timestamp.microsecond * 1e-6,
-            k.position.meter,
-            k.velocity.meter_per_second,
-            k.acceleration.meter_per_second_per_second,
-            v.force.newton,
-        )
+        return (m.timestamp.microsecond * 1e-6, *read_dynamics(m.value))
 
     def latest(self) -> tuple[float, float, float, float, float]:
         """The latest dynamics state (see :meth:`state`)."""

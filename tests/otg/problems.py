@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -61,28 +62,42 @@ def problem_set(seed: int, n: int, *, symmetric: bool, outside_fraction: float) 
     return [random_problem(rng, symmetric=symmetric, outside=rng.random() < outside_fraction) for _ in range(n)]
 
 
-def ruckig_duration(pr: Problem, a_lo: float | None = None, a_hi: float | None = None) -> float | None:
-    """Ruckig's time-optimal duration under the box [a_lo, a_hi] (default the problem's), None when it fails."""
+def ruckig_trajectory(
+    start: tuple[float, float, float],
+    target: tuple[float, float, float],
+    v_min: float,
+    v_max: float,
+    a_lo: float,
+    a_hi: float,
+    j_max: float,
+) -> Any:
+    """Ruckig's time-optimal trajectory from (p, v, a) to (p, v, a) under the box [a_lo, a_hi]; None if it fails."""
     from ruckig import InputParameter, Ruckig, Trajectory
 
     otg = Ruckig(1)
     inp = InputParameter(1)
-    inp.current_position = [pr.p0]
-    inp.current_velocity = [pr.v0]
-    inp.current_acceleration = [pr.a0]
-    inp.target_position = [pr.pt]
-    inp.target_velocity = [pr.repaired_vt()]
-    inp.target_acceleration = [0.0]
-    inp.max_velocity = [pr.v_max]
-    inp.min_velocity = [pr.v_min]
-    inp.max_acceleration = [pr.a_max if a_hi is None else a_hi]
-    inp.min_acceleration = [pr.a_min if a_lo is None else a_lo]
-    inp.max_jerk = [pr.j_max]
+    inp.current_position, inp.current_velocity, inp.current_acceleration = ([x] for x in start)
+    inp.target_position, inp.target_velocity, inp.target_acceleration = ([x] for x in target)
+    inp.max_velocity, inp.min_velocity = [v_max], [v_min]
+    inp.max_acceleration, inp.min_acceleration, inp.max_jerk = [a_hi], [a_lo], [j_max]
     traj = Trajectory(1)
     try:
-        res = otg.calculate(inp, traj)
-    except Exception:
+        if int(otg.calculate(inp, traj).value) < 0:
+            return None
+    except Exception:  # Ruckig throws where it fails ("error in step 1", …).
         return None
-    if int(res.value) < 0:
-        return None
-    return float(traj.duration)
+    return traj
+
+
+def ruckig_duration(pr: Problem, a_lo: float | None = None, a_hi: float | None = None) -> float | None:
+    """Ruckig's time-optimal duration under the box [a_lo, a_hi] (default the problem's), None when it fails."""
+    traj = ruckig_trajectory(
+        (pr.p0, pr.v0, pr.a0),
+        (pr.pt, pr.repaired_vt(), 0.0),
+        pr.v_min,
+        pr.v_max,
+        pr.a_min if a_lo is None else a_lo,
+        pr.a_max if a_hi is None else a_hi,
+        pr.j_max,
+    )
+    return None if traj is None else float(traj.duration)

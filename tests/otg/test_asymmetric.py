@@ -7,7 +7,7 @@ import pytest
 
 from servo_node.otg import plan
 
-from .problems import problem_set, ruckig_duration
+from .problems import problem_set, ruckig_duration, ruckig_trajectory
 from .reference import Problem, check
 
 pytest.importorskip("ruckig")
@@ -15,19 +15,10 @@ pytest.importorskip("ruckig")
 
 def _ruckig_obeys_rule(pr: Problem, a_lo: float, a_hi: float) -> float | None:
     """Ruckig's duration under the box [a_lo, a_hi] when its trajectory also obeys the direction rule."""
-    from ruckig import InputParameter, Ruckig, Trajectory
-
-    otg = Ruckig(1)
-    inp = InputParameter(1)
-    inp.current_position, inp.current_velocity, inp.current_acceleration = [pr.p0], [pr.v0], [pr.a0]
-    inp.target_position, inp.target_velocity, inp.target_acceleration = [pr.pt], [pr.repaired_vt()], [0.0]
-    inp.max_velocity, inp.min_velocity = [pr.v_max], [pr.v_min]
-    inp.max_acceleration, inp.min_acceleration, inp.max_jerk = [a_hi], [a_lo], [pr.j_max]
-    traj = Trajectory(1)
-    try:
-        if int(otg.calculate(inp, traj).value) < 0:
-            return None
-    except Exception:
+    traj = ruckig_trajectory(
+        (pr.p0, pr.v0, pr.a0), (pr.pt, pr.repaired_vt(), 0.0), pr.v_min, pr.v_max, a_lo, a_hi, pr.j_max
+    )
+    if traj is None:
         return None
     prof = traj.profiles[0][0]
     brake = float(getattr(prof.brake, "duration", 0.0))

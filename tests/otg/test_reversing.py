@@ -19,6 +19,7 @@ from servo_node.otg import PROFILE_SIZE, plan, sample_batch
 from servo_node.otg._kernels import _box_of, _rule_ok, _solve_box
 from servo_node.otg._profile import BRAKE_COUNT, DURATION, OK
 
+from .problems import ruckig_trajectory
 from .reference import Problem, check
 
 pytest.importorskip("ruckig")
@@ -92,19 +93,8 @@ def test_reversing_never_slower_than_three_boxes_and_valid(seed: int) -> None:
 def _ruckig_part(p0: float, v0: float, a0: float, p1: float, v1: float, a1: float, pr: Problem,
                  lo: float, hi: float, sign: float) -> float | None:
     """Ruckig's time-optimal part under the box [lo, hi]; None unless v * sign >= 0 throughout."""
-    from ruckig import InputParameter, Ruckig, Trajectory
-
-    otg = Ruckig(1)
-    inp = InputParameter(1)
-    inp.current_position, inp.current_velocity, inp.current_acceleration = [p0], [v0], [a0]
-    inp.target_position, inp.target_velocity, inp.target_acceleration = [p1], [v1], [a1]
-    inp.max_velocity, inp.min_velocity = [pr.v_max], [pr.v_min]
-    inp.max_acceleration, inp.min_acceleration, inp.max_jerk = [hi], [lo], [pr.j_max]
-    traj = Trajectory(1)
-    try:
-        if int(otg.calculate(inp, traj).value) < 0:
-            return None
-    except Exception:
+    traj = ruckig_trajectory((p0, v0, a0), (p1, v1, a1), pr.v_min, pr.v_max, lo, hi, pr.j_max)
+    if traj is None:
         return None
     prof = traj.profiles[0][0]
     if float(getattr(prof.brake, "duration", 0.0)) > 0.0:

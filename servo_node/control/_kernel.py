@@ -186,7 +186,13 @@ def tick(now: float, arrays: LoopArrays) -> None:
     elif st[L.ST_ENGAGED] != 0.0 and (mode == L.MODE_VELOCITY or mode == L.MODE_STOP):
         sample_velocity_into(vprof, t, ref)
         sample_velocity_into(vprof, t_next, ref_next)
-        if mode == L.MODE_STOP and t >= vprof[VP_DURATION]:
+        # The reference is at rest at the end of the stop; the drive may lag it. Hold the final position
+        # until the joint is at rest too (or the hold limit passes), then remove the force.
+        if (
+            mode == L.MODE_STOP
+            and t >= vprof[VP_DURATION]
+            and (abs(v_m) <= cfg[L.K_REST_VELOCITY] or t >= vprof[VP_DURATION] + cfg[L.K_STOP_HOLD_MAX])
+        ):
             st[L.ST_STOP_TOOK] = t
             st[L.ST_ENGAGED] = 0.0
             st[L.ST_MODE] = L.MODE_DISENGAGE

@@ -40,7 +40,9 @@ K_DRIVE = 6  # DRIVE_SIM or DRIVE_REMOTE
 K_FEEDBACK_TIMEOUT = 7  # [second]
 K_STEPPED = 8  # 1: loop time advances exactly one period per tick (simulation time), paced by the wall clock
 K_ARRIVAL_TOLERANCE = 9  # |p - p_target| that counts as arrived
-N_CFG = 10
+K_REST_VELOCITY = 10  # after a stop, |v| below which the joint is at rest and the force may be removed
+K_STOP_HOLD_MAX = 11  # after a stop, the longest hold at the final position while waiting for rest [second]
+N_CFG = 12
 
 LAW_VELOCITY = 0.0
 LAW_TORQUE = 1.0

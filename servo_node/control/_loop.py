@@ -67,6 +67,10 @@ class LoopConfig:
     """Loop time advances exactly one period per tick (kept in pace with the wall clock on average); makes the
     embedded simulation deterministic whatever the scheduling jitter. Sim backend only."""
     arrival_tolerance: float = 1e-3
+    rest_velocity: float = 0.01
+    """After a jerk-limited stop the force stays on until |v| is below this (the drive may lag the reference)."""
+    stop_hold_max_s: float = 1.0
+    """…but no longer than this after the stop's planned end."""
     realtime_priority: int = 0
     """SCHED_FIFO priority of the loop thread (1..99) where the OS permits it; 0 keeps normal scheduling."""
 
@@ -82,6 +86,8 @@ class LoopConfig:
         cfg[L.K_FEEDBACK_TIMEOUT] = self.feedback_timeout_s
         cfg[L.K_STEPPED] = 1.0 if self.stepped_clock and self.drive == "sim" else 0.0
         cfg[L.K_ARRIVAL_TOLERANCE] = self.arrival_tolerance
+        cfg[L.K_REST_VELOCITY] = self.rest_velocity
+        cfg[L.K_STOP_HOLD_MAX] = self.stop_hold_max_s
         return cfg
 
 
@@ -114,7 +120,7 @@ class LoopSample:
     stop_planned_s: float
     """Duration of the last jerk-limited stop (after expiry, readiness loss or an error), as planned."""
     stop_took_s: float
-    """That stop from its start to disengagement, as it happened; NaN while stopping or if none yet."""
+    """That stop from its start to disengagement (the drive at rest), as it happened; NaN while stopping."""
 
     @property
     def stopped(self) -> bool:

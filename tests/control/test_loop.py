@@ -106,7 +106,7 @@ def test_stop_is_jerk_limited_then_disengages() -> None:
     assert stopped_at == pytest.approx(8 / 50 + 50 / 500, abs=2 * PERIOD)
     s = loop.sample()
     assert s.stop_planned_s == pytest.approx(8 / 50 + 50 / 500, abs=1e-9)
-    assert s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + PERIOD
+    assert s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + 2 * PERIOD  # The embedded joint keeps up.
 
 
 def test_reengaging_starts_from_the_actual_state() -> None:

@@ -153,8 +153,8 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
             print(f"{bus}: expired {expired} s after the last setpoint; stop {planned} s planned, {took} s taken")
             assert expired <= DEADMAN_S + 0.1
             assert planned > 0.3  # It was moving fast: a real stop, not a formality.
-            assert took <= planned + 0.01
-            assert abs(m["meas"][1]) < 0.5, m  # The drive followed the stop down to rest.
+            assert planned <= took <= planned + 1.0  # Then held until the drive is at rest (at most 1 s).
+            assert abs(m["meas"][1]) < 0.05, m  # The drive followed the stop down to rest.
 
             # Move again, then kill the drive: the servo reports a drive error and disengages.
             with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "35"):

@@ -178,7 +178,7 @@ class ControlLoop:
             return
         if self.clock == "real":
             self._sim_now = 0.0
-            tick(_monotonic(), self._arrays())
+            tick(time.monotonic(), self._arrays())
             self._thread = threading.Thread(
                 target=self._realtime_thread, name="control-loop", daemon=True
             )
@@ -289,7 +289,3 @@ def _tighten_timer_slack() -> None:
 _PR_SET_TIMERSLACK = 29
 
 _logger = logging.getLogger(__name__)
-
-
-def _monotonic() -> float:
-    return time.monotonic()

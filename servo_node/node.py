@@ -36,8 +36,9 @@ from pycyphal.application import register  # noqa: E402
 from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
 
 from .arming import ArmingGate, ServoState  # noqa: E402
+from .config import loop_config  # noqa: E402
 from .control import ControlLoop, LoopConfig, LoopError, LoopSample  # noqa: E402
-from .drive import CyphalDrive, make_drive, sim_joint_from_registers  # noqa: E402
+from .drive import CyphalDrive, make_drive  # noqa: E402
 from .registers import ServoRegistry  # noqa: E402
 from .setpoint import ProfileLimits, Rejected, Setpoint, interpret  # noqa: E402
 
@@ -450,11 +451,6 @@ def _make_transport(reg: register.Registry) -> pycyphal.transport.Transport:
     return transport
 
 
-DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
-"""Position gain of the velocity law [1/s] when the register holds 0. Over a bus the loop closes through the
-round trip (setpoint out, dynamics back); a pure delay τ in this loop rings once k·τ nears π/2, so a drive on
-the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded host included)."""
-
 _REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
 
@@ -477,26 +473,3 @@ def _json_register(view: Callable[[], dict[str, Any]]) -> Callable[[], register.
         return register.Value(string=register.String(text))
 
     return get
-
-
-def loop_config(reg: ServoRegistry) -> LoopConfig:
-    """The control loop's configuration from the registers."""
-    sim = sim_joint_from_registers(reg)
-    backend = reg.text("servo.drive.backend")
-    inertia = reg.real("servo.control.inertia") or (sim.inertia if backend == "sim" else 1.0)
-    kp, kd = reg.reals("servo.control.torque_gains")
-    return LoopConfig(
-        rate_hz=reg.real("servo.loop_rate"),
-        law=reg.text("servo.drive.mode"),
-        velocity_gain=reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[backend],
-        torque_gains=(kp, kd),
-        inertia=inertia,
-        drive=backend,
-        feedback_timeout_s=reg.real("servo.drive.feedback_timeout"),
-        stop_acceleration=reg.real("servo.stop.acceleration"),
-        stop_jerk=reg.real("servo.stop.jerk"),
-        sim_joint=sim if backend == "sim" else None,
-        stepped_clock=reg.text("servo.loop_clock") == "stepped",
-        arrival_tolerance=reg.real("servo.arrival_tolerance"),
-        realtime_priority=int(reg.real("servo.loop_priority")),
-    )

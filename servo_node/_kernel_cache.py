@@ -13,17 +13,20 @@ import os
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parent.parent
-_SOURCES = ("servo_node/otg", "servo_node/control", "sim_plant")
+_SOURCES = ("servo_node/otg", "servo_node/control", "servo_node/drive", "sim_plant")
+_SHARED_FILES = ("servo_node/_seqlock.py", "servo_node/errors.py")
+"""Single modules outside those folders whose code or constants the kernels compile in."""
 _STAMP = ".kernel-sources.sha256"
 
 
 def _cache_dirs() -> list[Path]:
     """Where numba keeps the cache files of our kernel sources (``__pycache__`` or ``NUMBA_CACHE_DIR``)."""
+    folders = [*_SOURCES, *sorted({str(Path(f).parent) for f in _SHARED_FILES})]
     custom = os.environ.get("NUMBA_CACHE_DIR")
     if custom:
         # numba mirrors the absolute source folder below NUMBA_CACHE_DIR.
-        return [Path(custom) / str(_ROOT / s).lstrip(os.sep) for s in _SOURCES]
-    return [_ROOT / s / "__pycache__" for s in _SOURCES]
+        return [Path(custom) / str(_ROOT / s).lstrip(os.sep) for s in folders]
+    return [_ROOT / s / "__pycache__" for s in folders]
 
 
 def _digest() -> str:
@@ -31,6 +34,8 @@ def _digest() -> str:
     for folder in _SOURCES:
         for path in sorted((_ROOT / folder).glob("*.py")):
             h.update(path.name.encode() + b"\0" + path.read_bytes())
+    for name in _SHARED_FILES:
+        h.update(name.encode() + b"\0" + (_ROOT / name).read_bytes())
     return h.hexdigest()
 
 

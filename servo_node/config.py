@@ -1,13 +1,27 @@
-"""The control loop's configuration, read from the registers: gains, the drive, the envelope and the stop.
+"""The control loop's configuration and its drive, read from the registers: gains, envelope, stop, deadman.
 
-The one place where register values become a :class:`~servo_node.control.LoopConfig`; the loop itself knows
-nothing of registers.
+The one place where register values become a :class:`~servo_node.control.LoopConfig` and a
+:class:`~servo_node.drive.Drive`; the loop itself knows nothing of registers.
+
+The envelope (hard limits no setpoint can exceed): ``servo.envelope.*``, or where a register holds 0, derived
+from what the drive can do. Embedded joint: velocity 0.95·``sim.max_velocity``, acceleration
+0.8·(``sim.max_force`` − ``sim.static_friction``)/``sim.inertia`` (springs and loads are not included: set the
+register if they matter), force ``sim.max_force``. A drive on the bus: the default profile
+(``servo.profile.*``) and ``servo.torque_limit``. Jerk (both): acceleration × loop rate / 20, so that the
+acceleration takes at least 20 control periods to build up.
 """
 
 from __future__ import annotations
 
-from .control import LoopConfig
-from .drive import sim_joint_from_registers
+import math
+
+import pycyphal.application
+
+from sim_plant import JointKind, JointParams
+
+from .control import Envelope, LoopConfig
+from .drive import Drive, SimDrive
+from .errors import ConfigurationError
 from .registers import ServoRegistry
 
 DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
@@ -15,25 +29,113 @@ DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
 round trip (setpoint out, dynamics back); a pure delay τ in this loop rings once k·τ nears π/2, so a drive on
 the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded host included)."""
 
+STOP_FLOOR_FRACTION = 0.05
+"""A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers
+say, so that every stop from inside the envelope ends within a bound that is small compared to the motion."""
 
-def loop_config(reg: ServoRegistry) -> LoopConfig:
-    """The control loop's configuration from the registers."""
-    sim = sim_joint_from_registers(reg)
+MAX_GAIN_PERIODS = 0.5
+"""The velocity gain k is capped at this / period (k·T ≤ 0.5): the sampled loop then converges without
+overshoot; at k·T = 2 it would oscillate (a 10 Hz loop with k = 20)."""
+
+
+def sim_joint_from_registers(reg: ServoRegistry) -> JointParams:
+    """The joint the sim backend steps inside the control loop (Webots field names, snake_case)."""
+    kind: JointKind = "linear" if reg.text("sim.kind") == "linear" else "rotational"
+    return JointParams(
+        kind=kind,
+        inertia=reg.real("sim.inertia"),
+        max_velocity=reg.real("sim.max_velocity"),
+        max_force=reg.real("sim.max_force"),
+        position=reg.real("sim.position"),
+        min_stop=reg.real("sim.min_stop"),
+        max_stop=reg.real("sim.max_stop"),
+        spring_constant=reg.real("sim.spring_constant"),
+        damping_constant=reg.real("sim.damping_constant"),
+        static_friction=reg.real("sim.static_friction"),
+    )
+
+
+def envelope_from_registers(reg: ServoRegistry) -> Envelope:
+    """The envelope: ``servo.envelope.*`` where set, else derived (see the module docstring).
+
+    :raises ConfigurationError: the drive cannot move the joint (no force beyond friction, or a zero limit).
+    """
     backend = reg.text("servo.drive.backend")
+    if backend == "sim":
+        sim = sim_joint_from_registers(reg)
+        usable = sim.max_force - sim.static_friction
+        derived = (0.95 * sim.max_velocity, 0.8 * usable / sim.inertia, sim.max_force)
+        if usable <= 0.0:
+            raise ConfigurationError(
+                f"the embedded joint cannot move: sim.max_force {sim.max_force:g} does not exceed "
+                f"sim.static_friction {sim.static_friction:g}"
+            )
+    else:
+        v_lim, a_lim = reg.reals("servo.profile.velocity"), reg.reals("servo.profile.acceleration")
+        derived = (max(map(abs, v_lim)), max(map(abs, a_lim)), reg.real("servo.torque_limit"))
+    v = reg.real("servo.envelope.velocity") or derived[0]
+    a = reg.real("servo.envelope.acceleration") or derived[1]
+    f = reg.real("servo.envelope.force") or derived[2]
+    j = reg.real("servo.envelope.jerk") or a * reg.real("servo.loop_rate") / 20.0
+    return Envelope(velocity=v, acceleration=a, jerk=j, force=f)
+
+
+def loop_config(reg: ServoRegistry, notes: list[str] | None = None) -> LoopConfig:
+    """The control loop's configuration from the registers; adjustments made for safety go into ``notes``.
+
+    :raises ConfigurationError: see :func:`envelope_from_registers`.
+    """
+    notes = notes if notes is not None else []
+    backend = reg.text("servo.drive.backend")
+    env = envelope_from_registers(reg)
+    rate = reg.real("servo.loop_rate")
+    sim = sim_joint_from_registers(reg)
     inertia = reg.real("servo.control.inertia") or (sim.inertia if backend == "sim" else 1.0)
     kp, kd = reg.reals("servo.control.torque_gains")
+    k = reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[backend]
+    if k > MAX_GAIN_PERIODS * rate:
+        notes.append(f"velocity gain {k:g} capped at {MAX_GAIN_PERIODS * rate:g} 1/s for the {rate:g} Hz loop")
+        k = MAX_GAIN_PERIODS * rate
+    if kd > inertia * rate:
+        notes.append(f"torque gain K_d {kd:g} capped at J·rate = {inertia * rate:g} for the {rate:g} Hz loop")
+        kd = inertia * rate
+    profile_a = -reg.reals("servo.profile.acceleration")[0]
+    stop_a = _stop_limit(reg.real("servo.stop.acceleration") or profile_a, env.acceleration, "acceleration", notes)
+    stop_j = _stop_limit(reg.real("servo.stop.jerk") or reg.real("servo.profile.jerk"), env.jerk, "jerk", notes)
+    tolerance = reg.real("servo.arrival_tolerance")
     return LoopConfig(
-        rate_hz=reg.real("servo.loop_rate"),
+        rate_hz=rate,
         law=reg.text("servo.drive.mode"),
-        velocity_gain=reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[backend],
+        velocity_gain=k,
         torque_gains=(kp, kd),
         inertia=inertia,
-        drive=backend,
         feedback_timeout_s=reg.real("servo.drive.feedback_timeout"),
-        stop_acceleration=reg.real("servo.stop.acceleration"),
-        stop_jerk=reg.real("servo.stop.jerk"),
-        sim_joint=sim if backend == "sim" else None,
-        stepped_clock=reg.text("servo.loop_clock") == "stepped",
-        arrival_tolerance=reg.real("servo.arrival_tolerance"),
+        envelope=env,
+        stop_acceleration=stop_a,
+        stop_jerk=stop_j,
+        stepped_clock=reg.text("servo.loop_clock") == "stepped" and backend == "sim",
+        arrival_tolerance=tolerance,
+        rest_velocity=reg.real("servo.stop.rest_velocity") or min(1e-3, tolerance / 1.0),
+        stop_hold_max_s=reg.real("servo.stop.hold_max"),
+        following_error_window=reg.real("servo.following_error.window"),
+        following_error_time_s=reg.real("servo.following_error.time"),
+        deadman_timeout_s=reg.real("servo.deadman_timeout"),
         realtime_priority=int(reg.real("servo.loop_priority")),
     )
+
+
+def _stop_limit(value: float, envelope: float, what: str, notes: list[str]) -> float:
+    """A stop's least deceleration or jerk, kept within [STOP_FLOOR_FRACTION, 1] of the envelope."""
+    lo = STOP_FLOOR_FRACTION * envelope
+    if value < lo:
+        notes.append(f"stop {what} {value:g} raised to {lo:g} ({STOP_FLOOR_FRACTION:g} of the envelope)")
+    return min(max(value, lo), envelope) if math.isfinite(value) else envelope
+
+
+def drive_from_registers(reg: ServoRegistry, node: pycyphal.application.Node) -> Drive:
+    """The drive selected by ``servo.drive.backend``: the embedded joint, or a UDRAL drive on the bus."""
+    if reg.text("servo.drive.backend") == "sim":
+        return SimDrive(sim_joint_from_registers(reg))
+    from .drive.cyphal import make_drive  # Imports the generated UDRAL types: only when this backend is used.
+
+    return make_drive(reg, node)

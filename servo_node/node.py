@@ -36,9 +36,10 @@ from pycyphal.application import register  # noqa: E402
 from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
 
 from .arming import ArmingGate, ServoState  # noqa: E402
-from .config import loop_config  # noqa: E402
-from .control import ControlLoop, LoopConfig, LoopError, LoopSample  # noqa: E402
-from .drive import CyphalDrive, make_drive  # noqa: E402
+from .config import drive_from_registers, loop_config  # noqa: E402
+from .control import ControlLoop, LoopConfig, LoopSample  # noqa: E402
+from .drive import Drive  # noqa: E402
+from .errors import ConfigurationError, ErrorCode  # noqa: E402
 from .registers import ServoRegistry  # noqa: E402
 from .setpoint import ProfileLimits, Rejected, Setpoint, interpret  # noqa: E402
 
@@ -84,7 +85,9 @@ class ServoNode:
         self.loop_clock = loop_clock
         self._node: pycyphal.application.Node | None = None
         self._loop: ControlLoop | None = None
-        self._drive: CyphalDrive | None = None
+        self._drive: Drive | None = None
+        self._fault = ""
+        """Why the servo cannot actuate at all (configuration); empty when it can."""
         self._gate = ArmingGate(False, 0.5)
         self._restart = asyncio.Event()
         self._closed = False
@@ -177,7 +180,19 @@ class ServoNode:
             if pub is not None:
                 self._pub[name] = pub
         self._gate = ArmingGate(readiness_sub is not None, reg.real("servo.deadman_timeout"))
-        config = loop_config(reg)
+        notes: list[str] = []
+        try:
+            config = loop_config(reg, notes)
+            self._fault = ""
+        except ConfigurationError as ex:
+            self._fault = str(ex)
+            config = LoopConfig()
+            self._error_code = int(ErrorCode.DRIVE_INCAPABLE)
+            self._gate.on_error(self._fault)
+            notes.append(f"servo disabled: {self._fault}")
+        for note in notes:
+            self._report(note)
+        self._drive = drive_from_registers(reg, node)
 
         if setpoint_sub is not None:
             setpoint_sub.receive_in_background(self._on_setpoint)
@@ -189,16 +204,14 @@ class ServoNode:
         node.start()
         await asyncio.sleep(0.01)  # Let the first (INITIALIZATION) heartbeat out before the kernels load.
         # Loading (or compiling) the numba kernels takes a while; off the event loop, heartbeats keep going.
-        self._loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, config)
-        if config.drive == "udral":
-            self._drive = make_drive(reg, node, self._loop)
-            self._drive.start()
+        self._loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, config, self._drive)
+        self._drive.start()
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
         self._flush_diagnostics()
         _logger.info("Node %s up: %s", node.id, node)
 
-    def _start_loop(self, config: LoopConfig) -> ControlLoop:
-        loop = ControlLoop(config, clock=self.loop_clock)
+    def _start_loop(self, config: LoopConfig, drive: Drive) -> ControlLoop:
+        loop = ControlLoop(config, drive, clock=self.loop_clock)
         loop.start()
         return loop
 
@@ -227,8 +240,11 @@ class ServoNode:
 
     # ---------------------------------------------------------------- inputs
 
-    async def _on_setpoint(self, msg: zubax.telega.ServoCommand_1_0, _meta: pycyphal.transport.TransferFrom) -> None:
+    async def _on_setpoint(self, msg: zubax.telega.ServoCommand_1_0, meta: pycyphal.transport.TransferFrom) -> None:
         now = time.monotonic()
+        if self._fault:
+            self._reject(self._fault, now)
+            return
         reg = self.registry
         v_lim = reg.reals("servo.profile.velocity")
         a_lim = reg.reals("servo.profile.acceleration")
@@ -245,22 +261,26 @@ class ServoNode:
             reg.real("servo.torque_limit"),
         )
         if isinstance(result, Rejected):
-            self.counters.setpoints_rejected += 1
-            self.counters.last_rejection = result.reason
-            self.counters.last_rejection_at = now
-            self._report(f"setpoint rejected: {result.reason}")
+            self._reject(result.reason, now)
             return
         was_engaged = self._gate.update(now) is ServoState.ENGAGED
         if self._loop is None or not self._gate.on_setpoint(now):
             self.counters.setpoints_ignored_unarmed += 1  # Not armed, or still initialising.
             return
         self.counters.setpoints_accepted += 1
-        # A repeated setpoint changes nothing while engaged; after expiry, standby or an error it re-engages.
+        # The loop re-plans only a different setpoint; the same one keeps the command alive (deadman).
         if result != self._setpoint or not was_engaged or self._loop.sample().stopped:
-            self._setpoint = result
             self._error_code = 0
-            self._loop.command(result)
+        self._setpoint = result
+        received = float(meta.timestamp.monotonic) if self._loop.clock == "real" else None
+        self._loop.command(result, received)
         self._feedback_due.set()
+
+    def _reject(self, reason: str, now: float) -> None:
+        self.counters.setpoints_rejected += 1
+        self.counters.last_rejection = reason
+        self.counters.last_rejection_at = now
+        self._report(f"setpoint rejected: {reason}")
 
     async def _on_readiness(self, msg: zubax.service.Readiness_1_0, _meta: pycyphal.transport.TransferFrom) -> None:
         self._gate.on_readiness(int(msg.value), time.monotonic())
@@ -294,11 +314,11 @@ class ServoNode:
         while True:
             now = time.monotonic()
             sample = self._last_sample = self.loop.sample()
-            if sample.error is not LoopError.NONE and self._gate.update(now) is not ServoState.ERROR:
+            if sample.error is not ErrorCode.NONE and self._gate.update(now) is not ServoState.ERROR:
                 self._error_code = int(sample.error)
                 self._gate.on_error(sample.error_text)
                 self._report(f"servo error: {sample.error_text}")
-                self.loop.stop(immediate=sample.error is LoopError.DRIVE_LOST)
+                self.loop.stop()  # The loop already stops on its own faults; readiness-type errors stop here.
             state = self._gate.update(now)
             if state is not ServoState.ENGAGED and prev_state is ServoState.ENGAGED:
                 self.loop.stop(immediate=self.registry.flag("servo.stop.disengage_immediately"))
@@ -345,8 +365,8 @@ class ServoNode:
             return
         flags = zubax.service.actuator.FaultFlags_1_0(
             overload=sample.demand_factor >= 1.0,
-            mechanical=sample.error is LoopError.DRIVE_LOST,
-            configuration=self._error_code in (1, 2),
+            mechanical=sample.error in (ErrorCode.DRIVE_LOST, ErrorCode.FOLLOWING_ERROR, ErrorCode.STOP_TIMEOUT),
+            configuration=self._error_code in (1, 2, int(ErrorCode.DRIVE_INCAPABLE)),
             other=self._gate.update(time.monotonic()) is ServoState.ERROR,
         )
         await pub.publish(
@@ -402,7 +422,8 @@ class ServoNode:
             "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0]},
             "settled": _g(s.settled_after_s)[0],
             "track_max": _g(s.tracking_error_max)[0],
-            "stop": _g(s.stop_planned_s, s.stop_took_s),
+            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s),
+            "limited": s.limited,
             "engaged": s.engaged,
             "t": _g(s.time_s)[0],
         }

@@ -11,7 +11,7 @@ Register                               Type          Default             Meaning
                                                                          (acceleration)} [m/s² or rad/s²]
 ``servo.profile.jerk``                 real32        500                 jerk limit > 0 [m/s³ or rad/s³]
 ``servo.torque_limit``                 real32        100                 default force/torque limit > 0 [N or N·m]
-``servo.deadman_timeout``              real32        0.5                 setpoint expiry [second], > 0
+``servo.deadman_timeout``              real32        0.5                 setpoint expiry [second], 0.01..10
 ``servo.loop_rate``                    real32        1000                control loop rate [Hz], 10..10000
 ``servo.loop_clock``                  string        "monotonic"         ``monotonic``: loop time is the measured clock;
                                                                          ``stepped`` (sim backend): exactly one period
@@ -33,9 +33,20 @@ Register                               Type          Default             Meaning
                                                                          (critically damped for J = 1: K_d² = 4·J·K_p)
 ``servo.control.inertia``             real32        0                   J of the torque feed-forward; 0: sim.inertia
                                                                          (sim backend) or 1
-``servo.stop.acceleration``            real32        0                   stop deceleration magnitude; 0: profile's
-``servo.stop.jerk``                    real32        0                   stop jerk; 0: profile's
+``servo.stop.acceleration``            real32        0                   least deceleration of every stop; 0: the
+                                                                         default profile's (within 5..100 % of the
+                                                                         envelope)
+``servo.stop.jerk``                    real32        0                   least jerk of every stop; 0: the profile's
+``servo.stop.rest_velocity``           real32        0                   |v| that counts as at rest; 0: min(1e-3,
+                                                                         arrival_tolerance / 1 s)
+``servo.stop.hold_max``                real32        1                   hold after a stop before STOP_TIMEOUT [s]
 ``servo.stop.disengage_immediately``   bit           false               skip the jerk-limited stop on expiry
+``servo.envelope.velocity``            real32        0                   hard |v| limit; 0: derived (see config.py)
+``servo.envelope.acceleration``        real32        0                   hard |a| limit; 0: derived
+``servo.envelope.jerk``                real32        0                   hard |j| limit; 0: acceleration·rate/20
+``servo.envelope.force``               real32        0                   hard force limit; 0: derived
+``servo.following_error.window``       real32        0.5                 |p_ref − p| that is a following error
+``servo.following_error.time``         real32        0.2                 …when it lasts longer than this [second]
 ``servo.dynamics_rate``                real32        50                  ``dynamics`` publication rate [Hz], > 0
 ``sim.kind``                           string        "rotational"        embedded joint kind
 ``sim.inertia``                        real32        1                   inertia [kg·m²] or mass [kg], > 0
@@ -154,6 +165,7 @@ class RegisterSpec:
 _POSITIVE = _scalar(lambda x: x > 0, "> 0")
 _NONNEGATIVE = _scalar(lambda x: x >= 0, ">= 0")
 _ANY_FINITE = _scalar(lambda x: True, "(finite)")
+_ZERO_OR_SANE = _scalar(lambda x: x == 0 or 1e-3 <= x <= 1e9, "0 (derived) or in [1e-3, 1e9]")
 
 SPECS: Mapping[str, RegisterSpec] = {
     "servo.profile.velocity": RegisterSpec(_real(-10, 10), _pair(lambda a, b: a <= 0 < b, "{v_min <= 0, v_max > 0}")),
@@ -162,7 +174,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     ),
     "servo.profile.jerk": RegisterSpec(_real(500), _POSITIVE),
     "servo.torque_limit": RegisterSpec(_real(100), _POSITIVE),
-    "servo.deadman_timeout": RegisterSpec(_real(0.5), _POSITIVE),
+    "servo.deadman_timeout": RegisterSpec(_real(0.5), _scalar(lambda x: 0.01 <= x <= 10, "in [0.01, 10] s")),
     "servo.loop_rate": RegisterSpec(_real(1000), _scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
     "servo.loop_clock": RegisterSpec(_string("monotonic"), _choice("monotonic", "stepped")),
     "servo.arrival_tolerance": RegisterSpec(_real(1e-3), _POSITIVE),
@@ -175,8 +187,16 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.control.velocity_gain": RegisterSpec(_real(0), _NONNEGATIVE),
     "servo.control.torque_gains": RegisterSpec(_real(36, 12), _pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
     "servo.control.inertia": RegisterSpec(_real(0), _NONNEGATIVE),
-    "servo.stop.acceleration": RegisterSpec(_real(0), _NONNEGATIVE),
-    "servo.stop.jerk": RegisterSpec(_real(0), _NONNEGATIVE),
+    "servo.stop.acceleration": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.stop.jerk": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.stop.rest_velocity": RegisterSpec(_real(0), _scalar(lambda x: 0 <= x <= 1, "in [0, 1]")),
+    "servo.stop.hold_max": RegisterSpec(_real(1), _scalar(lambda x: 0.01 <= x <= 60, "in [0.01, 60] s")),
+    "servo.envelope.velocity": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.envelope.acceleration": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.envelope.jerk": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.envelope.force": RegisterSpec(_real(0), _ZERO_OR_SANE),
+    "servo.following_error.window": RegisterSpec(_real(0.5), _scalar(lambda x: 1e-6 <= x <= 1e6, "in [1e-6, 1e6]")),
+    "servo.following_error.time": RegisterSpec(_real(0.2), _scalar(lambda x: 0 <= x <= 10, "in [0, 10] s")),
     "servo.stop.disengage_immediately": RegisterSpec(Value(bit=register.Bit([False])), lambda v: None),
     "servo.dynamics_rate": RegisterSpec(_real(50), _scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
     "sim.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),

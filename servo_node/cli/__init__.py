@@ -75,18 +75,20 @@ def _warmup() -> int:
     from sim_plant import Joint, JointParams
 
     from ..control import ControlLoop, LoopConfig
+    from ..drive import SimDrive
     from ..otg import plan
     from ..setpoint import ProfileLimits, Setpoint
 
     plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0).at(0.5)
     Joint(JointParams()).step(0.001)
     for law in ("velocity", "torque"):
-        loop = ControlLoop(LoopConfig(law=law, sim_joint=JointParams()), clock="simulated")
+        loop = ControlLoop(LoopConfig(law=law), SimDrive(JointParams()), clock="simulated")
         loop.start()
         loop.command(Setpoint(1.0, 0.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 1.0), 1.0))
         loop.advance(0.01)
         loop.close()
-    loop = ControlLoop(LoopConfig(sim_joint=JointParams()), clock="real")  # Compiles the real-time runner too.
+    # The real-time runner too; one compilation serves every drive (they share one array type).
+    loop = ControlLoop(LoopConfig(), SimDrive(JointParams()), clock="real")
     loop.start()
     loop.close()
     print(f"caches warm ({time.monotonic() - t0:.1f} s)")

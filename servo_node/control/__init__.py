@@ -1,9 +1,10 @@
 """Control: the trajectory reference, the control law and the drive command, ticking in a GIL-free thread.
 
-:class:`ControlLoop` is the typed face; :mod:`._kernel` the numba tick; :mod:`._layout` the shared arrays.
+:class:`ControlLoop` is the typed face; :mod:`._kernel` the numba tick, whose stages live in :mod:`._stages`;
+:mod:`._layout` the shared arrays.
 """
 
 from ._loop import ControlLoop as ControlLoop
+from ._loop import Envelope as Envelope
 from ._loop import LoopConfig as LoopConfig
-from ._loop import LoopError as LoopError
 from ._loop import LoopSample as LoopSample

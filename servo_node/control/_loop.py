@@ -8,7 +8,6 @@ the caller advances loop time explicitly (:meth:`advance`), which makes timing-d
 from __future__ import annotations
 
 import ctypes
-import enum
 import logging
 import math
 import os
@@ -18,31 +17,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim_plant import JointParams
-from sim_plant._joint import make_arrays
-
+from .._seqlock import read_seqlocked
+from ..drive import Drive
+from ..errors import ErrorCode
 from ..otg import PROFILE_SIZE
 from ..setpoint import Setpoint
 from . import _layout as L
-from ._kernel import read_seqlocked, run_realtime, run_simulated, tick
-from ._velocity_profile import VP_SIZE
+from ._kernel import run_realtime, run_simulated, tick
+from ._layout import LoopArrays, new_loop_arrays
 
 
-class LoopError(enum.IntEnum):
-    """Faults the loop reports; the codes 1 and 2 are the OTG's (infeasible, numerical failure)."""
+@dataclass(frozen=True)
+class Envelope:
+    """Hard limits no command can exceed (magnitudes, > 0): the reference's |v|, |a|, |j| and the force."""
 
-    NONE = 0
-    INFEASIBLE = 1
-    NUMERICAL_FAILURE = 2
-    DRIVE_LOST = 3
-
-
-_ERROR_TEXT = {
-    LoopError.NONE: "",
-    LoopError.INFEASIBLE: "trajectory infeasible for the requested target and limits",
-    LoopError.NUMERICAL_FAILURE: "trajectory planner numerical failure",
-    LoopError.DRIVE_LOST: "no feedback from the drive (feedback timeout)",
-}
+    velocity: float = 100.0
+    acceleration: float = 1000.0
+    jerk: float = 1e5
+    force: float = 1000.0
 
 
 @dataclass(frozen=True)
@@ -56,39 +48,67 @@ class LoopConfig:
     torque_gains: tuple[float, float] = (36.0, 12.0)
     inertia: float = 1.0
     """J of the computed-torque feed-forward (the embedded joint's inertia for the sim backend)."""
-    drive: str = "sim"
-    """``sim`` (embedded sim_plant joint) or ``udral`` (a drive on the bus)."""
     feedback_timeout_s: float = 0.5
-    stop_acceleration: float = 0.0
-    stop_jerk: float = 0.0
-    sim_joint: JointParams | None = None
-    """The embedded joint of the sim backend."""
+    envelope: Envelope = Envelope()
+    stop_acceleration: float = 50.0
+    """Least deceleration of every stop (a stop is harder if the active setpoint's profile is)."""
+    stop_jerk: float = 500.0
+    """Least jerk of every stop."""
     stepped_clock: bool = False
     """Loop time advances exactly one period per tick (kept in pace with the wall clock on average); makes the
     embedded simulation deterministic whatever the scheduling jitter. Sim backend only."""
     arrival_tolerance: float = 1e-3
-    rest_velocity: float = 0.01
-    """After a jerk-limited stop the force stays on until |v| is below this (the drive may lag the reference)."""
+    rest_velocity: float = 1e-3
+    """A stop ends (the force is removed) once |v| stayed below this for ``rest_time_s``."""
+    rest_time_s: float = 0.01
     stop_hold_max_s: float = 1.0
-    """…but no longer than this after the stop's planned end."""
+    """After a stop's planned end, the longest hold waiting for rest; past it the stop is STOP_TIMEOUT."""
+    following_error_window: float = 0.5
+    following_error_time_s: float = 0.2
+    deadman_timeout_s: float = 0.5
+    """Age of the last setpoint (from its reception) at which the command expires and the servo stops."""
     realtime_priority: int = 0
     """SCHED_FIFO priority of the loop thread (1..99) where the OS permits it; 0 keeps normal scheduling."""
 
-    def cfg_array(self) -> np.ndarray:
+    def cfg_array(self, drive_kind: float) -> np.ndarray:
         """The kernel's cfg array."""
         cfg = np.zeros(L.N_CFG)
+        env = self.envelope
         cfg[L.K_LAW] = L.LAW_TORQUE if self.law == "torque" else L.LAW_VELOCITY
         cfg[L.K_VELOCITY_GAIN] = self.velocity_gain
         cfg[L.K_KP], cfg[L.K_KD] = self.torque_gains
         cfg[L.K_INERTIA] = self.inertia
         cfg[L.K_PERIOD] = 1.0 / self.rate_hz
-        cfg[L.K_DRIVE] = L.DRIVE_REMOTE if self.drive == "udral" else L.DRIVE_SIM
+        cfg[L.K_DRIVE] = drive_kind
         cfg[L.K_FEEDBACK_TIMEOUT] = self.feedback_timeout_s
-        cfg[L.K_STEPPED] = 1.0 if self.stepped_clock and self.drive == "sim" else 0.0
+        cfg[L.K_STEPPED] = 1.0 if self.stepped_clock else 0.0
         cfg[L.K_ARRIVAL_TOLERANCE] = self.arrival_tolerance
         cfg[L.K_REST_VELOCITY] = self.rest_velocity
         cfg[L.K_STOP_HOLD_MAX] = self.stop_hold_max_s
+        cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F] = (
+            env.velocity, env.acceleration, env.jerk, env.force,
+        )  # fmt: skip
+        cfg[L.K_STOP_A] = min(self.stop_acceleration, env.acceleration)
+        cfg[L.K_STOP_J] = min(self.stop_jerk, env.jerk)
+        cfg[L.K_FE_WINDOW] = self.following_error_window
+        cfg[L.K_FE_TIME] = self.following_error_time_s
+        cfg[L.K_DEADMAN] = self.deadman_timeout_s
+        cfg[L.K_REST_TICKS] = max(2.0, math.ceil(self.rest_time_s * self.rate_hz))
         return cfg
+
+    def stop_bound_s(self) -> float:
+        """Upper bound on any stop from inside the envelope to rest: the slowest stop plan plus the hold.
+
+        The slowest start moves at the envelope's velocity while accelerating at the envelope's acceleration: the
+        jerk ramps that acceleration through zero to the stop's deceleration, the deceleration plateau removes the
+        velocity (plus what the ramp added), and a last ramp eases to zero.
+        """
+        env = self.envelope
+        a_s = min(self.stop_acceleration, env.acceleration)
+        j_s = min(self.stop_jerk, env.jerk)
+        ramp = (env.acceleration + a_s) / j_s
+        v_peak = env.velocity + env.acceleration**2 / (2.0 * j_s)
+        return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + self.rest_time_s + 2.0 / self.rate_hz
 
 
 @dataclass(frozen=True)
@@ -107,10 +127,11 @@ class LoopSample:
     repaired: bool
     plan_duration: float
     plan_start_s: float
-    error: LoopError
+    error: ErrorCode
     error_count: int
     ticks: int
     engaged: bool
+    mode: float
     demand_factor: float
     command_seq: int
     tracking_error_max: float
@@ -118,9 +139,17 @@ class LoopSample:
     settled_after_s: float
     """Plan start to the first tick at or after the planned end within the arrival tolerance; NaN until then."""
     stop_planned_s: float
-    """Duration of the last jerk-limited stop (after expiry, readiness loss or an error), as planned."""
+    """Duration of the last jerk-limited stop, as planned."""
     stop_took_s: float
     """That stop from its start to disengagement (the drive at rest), as it happened; NaN while stopping."""
+    stop_bound_s: float
+    """The bound on that stop (plan + hold limit), fixed when it started."""
+    expired: bool
+    """The command expired (deadman): no setpoint received within the timeout."""
+    expired_after_s: float
+    """Age of the last setpoint when it expired [second]."""
+    limited: bool
+    """The active setpoint's limits were clipped into the envelope."""
 
     @property
     def stopped(self) -> bool:
@@ -128,63 +157,49 @@ class LoopSample:
         return not self.engaged
 
     @property
+    def stopping(self) -> bool:
+        """True while a stop (or its hold) is in progress."""
+        return self.engaged and self.mode == L.MODE_STOP
+
+    @property
     def error_text(self) -> str:
         """The error in words."""
-        return _ERROR_TEXT[self.error]
+        return self.error.text
 
 
 class ControlLoop:
-    """Owns the loop's arrays and thread; ``command``/``stop`` are safe to call from any thread."""
+    """Owns the loop's arrays and thread; ``command``/``stop`` are safe to call from any thread.
 
-    def __init__(self, config: LoopConfig, clock: str = "real") -> None:
+    :param drive: where the commands go and the measurements come from (:mod:`servo_node.drive`).
+    :param clock: ``real`` (a thread against CLOCK_MONOTONIC) or ``simulated`` (advanced by :meth:`advance`).
+    """
+
+    def __init__(self, config: LoopConfig, drive: Drive, clock: str = "real") -> None:
         if clock not in ("real", "simulated"):
             raise ValueError(f"clock must be 'real' or 'simulated', not {clock!r}")
         self.config = config
         self.clock = clock
-        self.cmd = np.zeros(L.N_CMD)
-        self.cfg = config.cfg_array()
-        self.st = np.zeros(L.N_ST)
-        self.st[L.ST_SETTLED] = np.nan
-        self.st[L.ST_STOP_TOOK] = np.nan
-        self.st[L.ST_STOP_PLANNED] = np.nan
-        self.out = np.zeros(L.N_OUT)
-        self.remote = np.zeros(L.N_REMOTE)
-        """Drive link for the ``udral`` backend: the networking side writes feedback, reads commands."""
+        self.drive = drive
+        self.arrays: LoopArrays = new_loop_arrays(drive.arrays, config.cfg_array(drive.kind), PROFILE_SIZE)
+        self.cmd = self.arrays.cmd
+        self.cfg = self.arrays.cfg
+        self.out = self.arrays.out
         self.timing = np.zeros(L.TIMING_RING + 1)
-        if config.drive == "sim":
-            if config.sim_joint is None:
-                raise ValueError("the sim backend needs sim_joint")
-            self.sim_params, self.sim_state = make_arrays([config.sim_joint])
-        else:
-            self.sim_params, self.sim_state = make_arrays([JointParams()])  # Unused; keeps the kernel's types.
-        self._c = np.zeros(L.N_CMD)
-        self._prof = np.zeros(PROFILE_SIZE)
-        self._vprof = np.zeros(VP_SIZE)
-        self._ref = np.zeros(8)
         self._timespec = np.zeros(2, dtype=np.int64)
         self._sim_now = 0.0
         self._thread: threading.Thread | None = None
         self._cmd_lock = threading.Lock()
-
-    def _arrays(self) -> tuple[np.ndarray, ...]:
-        return (
-            self.cmd, self.cfg, self.st, self.out, self._c, self._prof, self._vprof, self._ref,
-            self.sim_params, self.sim_state, self.remote,
-        )  # fmt: skip
 
     def start(self) -> None:
         """Compile or load the kernels (first call), take one tick, and start the thread (real clock)."""
         if self._thread is not None:
             return
         if self.clock == "real":
-            self._sim_now = 0.0
-            tick(time.monotonic(), self._arrays())
-            self._thread = threading.Thread(
-                target=self._realtime_thread, name="control-loop", daemon=True
-            )
+            tick(time.monotonic(), self.arrays)
+            self._thread = threading.Thread(target=self._realtime_thread, name="control-loop", daemon=True)
             self._thread.start()
         else:
-            tick(self._sim_now, self._arrays())
+            tick(self._sim_now, self.arrays)
 
     def _realtime_thread(self) -> None:
         """Thread body: ask the OS for a tight timer and, if configured, real-time priority; then run the kernel."""
@@ -194,11 +209,11 @@ class ControlLoop:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.realtime_priority))
             except OSError as ex:  # Not permitted (no CAP_SYS_NICE / rtprio limit): run with normal priority.
                 _logger.warning("Control loop: SCHED_FIFO %d not permitted (%s)", self.config.realtime_priority, ex)
-        run_realtime(self._arrays(), self.timing, self._timespec)
+        run_realtime(self.arrays, self.timing, self._timespec)
 
     def close(self) -> None:
-        """Disengage the drive and end the thread; idempotent."""
-        self._write(L.MODE_DISENGAGE, None)
+        """Release the drive and end the thread; idempotent. Stop safely first (:meth:`stop`, then wait for rest)."""
+        self._write(L.MODE_DISENGAGE, None, math.nan)
         self.cmd[L.C_QUIT] = 1.0
         if self._thread is not None:
             self._thread.join(timeout=5.0)
@@ -206,19 +221,25 @@ class ControlLoop:
         elif self.clock == "simulated":
             self.advance(2 * self.cfg[L.K_PERIOD])
 
-    def command(self, sp: Setpoint) -> None:
-        """Follow a new setpoint (re-planned from the current reference state at the next tick)."""
-        self._write(L.MODE_VELOCITY if sp.velocity_mode else L.MODE_POSITION, sp)
+    def command(self, sp: Setpoint, received_at_s: float | None = None) -> None:
+        """Follow a setpoint received at ``received_at_s`` (loop clock; None: when the loop takes it).
+
+        The deadman counts from the reception time; the same setpoint again only keeps the command alive,
+        a different one is re-planned from the current reference state at the next tick.
+        """
+        rx = math.nan if received_at_s is None else received_at_s
+        self._write(L.MODE_VELOCITY if sp.velocity_mode else L.MODE_POSITION, sp, rx)
 
     def stop(self, immediate: bool = False) -> None:
-        """Jerk-limited stop to zero velocity then disengage; ``immediate`` removes the force at once."""
-        self._write(L.MODE_DISENGAGE if immediate else L.MODE_STOP, None)
+        """The stop (jerk-limited, hold until at rest, then release); ``immediate`` removes the force at once."""
+        self._write(L.MODE_DISENGAGE if immediate else L.MODE_STOP, None, math.nan)
 
-    def _write(self, mode: float, sp: Setpoint | None) -> None:
+    def _write(self, mode: float, sp: Setpoint | None, received_at_s: float) -> None:
         with self._cmd_lock:
             cmd = self.cmd
             cmd[L.C_SEQ] += 1.0  # Odd: the loop will not take a half-written command.
             cmd[L.C_MODE] = mode
+            cmd[L.C_RX_T] = received_at_s
             if sp is not None:
                 lim = sp.limits
                 cmd[L.C_PT] = sp.target_position
@@ -227,8 +248,6 @@ class ControlLoop:
                 cmd[L.C_AMIN], cmd[L.C_AMAX] = lim.a_min, lim.a_max
                 cmd[L.C_JMAX] = lim.j_max
                 cmd[L.C_FLIM] = sp.force_limit
-            cmd[L.C_STOP_A] = self.config.stop_acceleration
-            cmd[L.C_STOP_J] = self.config.stop_jerk
             cmd[L.C_SEQ] += 1.0
 
     def advance(self, seconds: float) -> None:
@@ -236,7 +255,11 @@ class ControlLoop:
         if self.clock != "simulated":
             raise RuntimeError("advance() needs clock='simulated'")
         ticks = max(0, round(seconds / self.cfg[L.K_PERIOD]))
-        self._sim_now = run_simulated(ticks, self._sim_now, self._arrays())
+        self._sim_now = run_simulated(ticks, self._sim_now, self.arrays)
+
+    def now(self) -> float:
+        """Current loop time [second]: the monotonic clock (real), or the simulated time."""
+        return time.monotonic() if self.clock == "real" else self._sim_now
 
     def sample(self) -> LoopSample:
         """A consistent snapshot of the latest tick."""
@@ -255,16 +278,21 @@ class ControlLoop:
             repaired=bool(o[L.O_REPAIRED]),
             plan_duration=float(o[L.O_DURATION]),
             plan_start_s=float(o[L.O_PLAN_T0]),
-            error=LoopError(int(o[L.O_ERROR])),
+            error=ErrorCode(int(o[L.O_ERROR])),
             error_count=int(o[L.O_ERROR_COUNT]),
             ticks=int(o[L.O_TICKS]),
             engaged=bool(o[L.O_ENGAGED]),
+            mode=float(o[L.O_MODE]),
             demand_factor=float(o[L.O_DEMAND]) if math.isfinite(o[L.O_DEMAND]) else 0.0,
             command_seq=int(o[L.O_CMD_SEQ]),
             tracking_error_max=float(o[L.O_TRACK_MAX]),
             settled_after_s=float(o[L.O_SETTLED]),
             stop_planned_s=float(o[L.O_STOP_PLANNED]),
             stop_took_s=float(o[L.O_STOP_TOOK]),
+            stop_bound_s=float(o[L.O_STOP_BOUND]),
+            expired=bool(o[L.O_EXPIRED]),
+            expired_after_s=float(o[L.O_EXPIRED_AFTER]),
+            limited=bool(o[L.O_LIMITED]),
         )
 
     def period_errors(self) -> np.ndarray:

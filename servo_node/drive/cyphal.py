@@ -22,21 +22,26 @@ import pycyphal.application
 import reg.udral.service.actuator.common as actuator
 import reg.udral.service.common as common
 
-from ..control import ControlLoop
-from ..control import _layout as L
-from ..control._kernel import read_seqlocked
+from .._seqlock import begin_write, end_write, read_seqlocked
 from ..registers import ServoRegistry
+from . import _remote_link as link
+from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
 from .udral_messages import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 
-class CyphalDrive:
-    """Publishes the loop's drive command and feeds the drive's measured state back into the loop."""
+class CyphalDrive(Drive):
+    """Publishes the loop's drive command and feeds the drive's measured state back into the loop.
 
-    def __init__(self, node: pycyphal.application.Node, kind: str, rate_hz: float, remote: np.ndarray) -> None:
-        self._node = node
+    The network side is the only writer of ``rx`` (measurements); the loop the only writer of ``tx`` (commands).
+    """
+
+    kind = DRIVE_REMOTE
+
+    def __init__(self, node: pycyphal.application.Node, kind: str, rate_hz: float) -> None:
         self._rotational = kind == "rotational"
         self._period_s = 1.0 / rate_hz
-        self._remote = remote
+        rx, tx, scratch = link.new_link()
+        self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
         self._task: asyncio.Task[None] | None = None
         self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), "drive_setpoint")
         self._pub_readiness = node.make_publisher(common.Readiness_0_1, "drive_readiness")
@@ -46,12 +51,17 @@ class CyphalDrive:
         """Readiness the drive last reported (−1: none yet)."""
         self.drive_health = -1
 
+    @property
+    def arrays(self) -> DriveArrays:
+        """``rx``/``tx`` link arrays (the joint fields are unused placeholders)."""
+        return self._arrays
+
     def start(self) -> None:
         """Start bridging; idempotent."""
         if self._task is None:
             self._sub_dynamics.receive_in_background(self._on_dynamics)
             self._sub_feedback.receive_in_background(self._on_feedback)
-            self._task = asyncio.get_event_loop().create_task(self._publish())
+            self._task = asyncio.get_running_loop().create_task(self._publish())
 
     def close(self) -> None:
         """Stop publishing (the drive's own control timeout then puts it into a safe state); idempotent."""
@@ -59,30 +69,35 @@ class CyphalDrive:
             self._task.cancel()
             self._task = None
 
-    async def _on_dynamics(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
+    async def _on_dynamics(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
         p, v, a, f = read_dynamics(msg.value)
-        r = self._remote
-        r[L.R_P] = p
-        r[L.R_V] = v
-        r[L.R_A] = a if math.isfinite(a) else 0.0
-        r[L.R_F] = f if math.isfinite(f) else 0.0
-        r[L.R_RX_T] = time.monotonic()
+        rx = self._arrays.rx
+        begin_write(rx)
+        rx[link.RX_P] = p
+        rx[link.RX_V] = v
+        rx[link.RX_A] = a if math.isfinite(a) else 0.0
+        rx[link.RX_F] = f if math.isfinite(f) else 0.0
+        rx[link.RX_T] = float(meta.timestamp.monotonic)
+        rx[link.RX_COUNT] += 1.0
+        end_write(rx)
 
     async def _on_feedback(self, msg: actuator.Feedback_0_1, _meta: pycyphal.transport.TransferFrom) -> None:
         self.drive_readiness = int(msg.heartbeat.readiness.value)
         self.drive_health = int(msg.heartbeat.health.value)
 
     async def _publish(self) -> None:
-        snapshot = np.empty(L.N_REMOTE)
+        snapshot = np.empty(link.N_TX)
         next_at = time.monotonic()
         try:
             while True:
-                read_seqlocked(self._remote, snapshot)
-                enabled = snapshot[L.R_CMD_ENABLE] != 0.0
+                read_seqlocked(self._arrays.tx, snapshot)
+                enabled = snapshot[link.TX_ENABLE] != 0.0
                 ready = common.Readiness_0_1.ENGAGED if enabled else common.Readiness_0_1.STANDBY
                 await self._pub_readiness.publish(common.Readiness_0_1(ready))
                 if enabled:
-                    setpoint = make_dynamics(self._rotational, velocity=snapshot[L.R_CMD_V], force=snapshot[L.R_CMD_F])
+                    setpoint = make_dynamics(
+                        self._rotational, velocity=snapshot[link.TX_V], force=snapshot[link.TX_F]
+                    )
                     await self._pub_setpoint.publish(setpoint)
                 next_at += self._period_s
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -90,6 +105,6 @@ class CyphalDrive:
             pass
 
 
-def make_drive(reg: ServoRegistry, node: pycyphal.application.Node, loop: ControlLoop) -> CyphalDrive:
+def make_drive(reg: ServoRegistry, node: pycyphal.application.Node) -> CyphalDrive:
     """The remote drive for the ``udral`` backend, its ports resolved from the registers."""
-    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), loop.remote)
+    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"))

@@ -1,24 +1,76 @@
-"""The embedded simulated drive: a ``sim_plant`` joint configured by the ``sim.*`` registers."""
+"""The embedded simulated drive: one ``sim_plant`` joint stepped inside the control loop (Webots semantics).
+
+Numba half: :func:`measure` steps the joint to the tick's time and reads it; :func:`command` sets the motor
+(velocity control with the force limit, force control, or passive). Python half: :class:`SimDrive`.
+"""
 
 from __future__ import annotations
 
-from sim_plant import JointKind, JointParams
+import numpy as np
+from numba import njit
 
-from ..registers import ServoRegistry
+from sim_plant import JointParams
+from sim_plant._joint import make_arrays
+from sim_plant._kernels import (
+    MODE_FORCE,
+    S_ACCELERATION,
+    S_CONTROL_MODE,
+    S_FORCE_COMMAND,
+    S_MOTOR_FORCE,
+    S_MOTOR_FORCE_FEEDBACK,
+    S_POSITION,
+    S_VELOCITY,
+    command_force,
+    command_motor_force,
+    command_velocity,
+    step_joints,
+)
+
+from ._base import DRIVE_SIM, Drive, DriveArrays
 
 
-def sim_joint_from_registers(reg: ServoRegistry) -> JointParams:
-    """The joint the sim backend steps inside the control loop (Webots field names, snake_case)."""
-    kind: JointKind = "linear" if reg.text("sim.kind") == "linear" else "rotational"
-    return JointParams(
-        kind=kind,
-        inertia=reg.real("sim.inertia"),
-        max_velocity=reg.real("sim.max_velocity"),
-        max_force=reg.real("sim.max_force"),
-        position=reg.real("sim.position"),
-        min_stop=reg.real("sim.min_stop"),
-        max_stop=reg.real("sim.max_stop"),
-        spring_constant=reg.real("sim.spring_constant"),
-        damping_constant=reg.real("sim.damping_constant"),
-        static_friction=reg.real("sim.static_friction"),
-    )
+class SimDrive(Drive):
+    """The embedded joint: no I/O, the loop steps it."""
+
+    kind = DRIVE_SIM
+
+    def __init__(self, joint: JointParams) -> None:
+        self.joint = joint
+        params, state = make_arrays([joint])
+        self._arrays = DriveArrays(params, state, np.zeros(1), np.zeros(1), np.zeros(1))
+
+    @property
+    def arrays(self) -> DriveArrays:
+        """The joint's params/state arrays (``state`` may be edited by tests between simulated ticks)."""
+        return self._arrays
+
+
+@njit(cache=True, nogil=True)
+def measure(d: DriveArrays, dt: float, meas: np.ndarray) -> None:
+    """Step the joint by ``dt`` [second] (zero-order hold of the last command) and read (p, v, a, f)."""
+    if dt > 0.0:
+        step_joints(d.params, d.state, dt)
+    s = d.state
+    meas[0] = s[0, S_POSITION]
+    meas[1] = s[0, S_VELOCITY]
+    meas[2] = s[0, S_ACCELERATION]
+    if s[0, S_CONTROL_MODE] == MODE_FORCE:
+        fm = s[0, S_MOTOR_FORCE]
+        meas[3] = min(max(s[0, S_FORCE_COMMAND], -fm), fm)
+    else:
+        meas[3] = s[0, S_MOTOR_FORCE_FEEDBACK]
+    meas[4] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def command(d: DriveArrays, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float) -> None:
+    """Velocity (``torque`` False) or force command within ``f_lim``; disengaged: no motor force (passive)."""
+    if not engaged:
+        command_force(d.params, d.state, 0, 0.0)
+        return
+    command_motor_force(d.params, d.state, 0, f_lim)
+    if torque:
+        command_force(d.params, d.state, 0, f_cmd)
+    else:
+        command_velocity(d.params, d.state, 0, v_cmd)
+

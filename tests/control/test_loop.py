@@ -10,7 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from servo_node.control import ControlLoop, LoopConfig, LoopError
+from servo_node.control import ControlLoop, LoopConfig
+from servo_node.drive import SimDrive
+from servo_node.drive._remote_link import TX_ENABLE
+from servo_node.errors import ErrorCode
 from servo_node.setpoint import ProfileLimits, Setpoint
 from sim_plant import JointParams
 from sim_plant._kernels import S_POSITION, S_VELOCITY
@@ -19,10 +22,11 @@ LIMITS = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
 PERIOD = 1e-3
 
 
-def make_loop(law: str = "velocity", drive: str = "sim", **joint: float) -> ControlLoop:
+def make_loop(law: str = "velocity", fe_window: float = 0.5, **joint: float) -> ControlLoop:
+    """A loop on the simulated clock with the embedded joint; the deadman is off (tests command once)."""
     params = {"max_force": 1000.0, "max_velocity": 100.0, **joint}
-    cfg = LoopConfig(law=law, drive=drive, sim_joint=JointParams(**params) if drive == "sim" else None)  # type: ignore[arg-type]
-    loop = ControlLoop(cfg, clock="simulated")
+    cfg = LoopConfig(law=law, deadman_timeout_s=1e9, following_error_window=fe_window)
+    loop = ControlLoop(cfg, SimDrive(JointParams(**params)), clock="simulated")  # type: ignore[arg-type]
     loop.start()
     return loop
 
@@ -59,12 +63,12 @@ def test_torque_step_response_matches_the_closed_form() -> None:
     The servo holds position 1 (a stationary reference), the joint is put at 0 and released: the error
     dynamics are exactly the closed loop's step response, sampled and held at 1 kHz.
     """
-    loop = make_loop("torque", position=1.0)
+    loop = make_loop("torque", fe_window=10.0, position=1.0)  # The step is a deliberate 1-unit following error.
     loop.command(Setpoint(1.0, 0.0, LIMITS, 1000.0))
     loop.advance(0.01)
     assert loop.sample().engaged
-    loop.sim_state[0, S_POSITION] = 0.0
-    loop.sim_state[0, S_VELOCITY] = 0.0
+    loop.drive.arrays.state[0, S_POSITION] = 0.0
+    loop.drive.arrays.state[0, S_VELOCITY] = 0.0
     t0 = loop.sample().time_s
     worst = 0.0
     for _ in range(2000):
@@ -106,7 +110,9 @@ def test_stop_is_jerk_limited_then_disengages() -> None:
     assert stopped_at == pytest.approx(8 / 50 + 50 / 500, abs=2 * PERIOD)
     s = loop.sample()
     assert s.stop_planned_s == pytest.approx(8 / 50 + 50 / 500, abs=1e-9)
-    assert s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + 2 * PERIOD  # The embedded joint keeps up.
+    # The embedded joint keeps up: at rest right after the plan, then held for the rest time before release.
+    rest = loop.config.rest_time_s
+    assert s.stop_planned_s + rest <= s.stop_took_s <= s.stop_planned_s + rest + 3 * PERIOD
 
 
 def test_reengaging_starts_from_the_actual_state() -> None:
@@ -115,8 +121,8 @@ def test_reengaging_starts_from_the_actual_state() -> None:
     run_until(loop, 0.2)
     loop.stop(immediate=True)
     loop.advance(0.01)
-    loop.sim_state[0, S_POSITION] = 3.0  # The joint was pushed while disengaged.
-    loop.sim_state[0, S_VELOCITY] = 0.0
+    loop.drive.arrays.state[0, S_POSITION] = 3.0  # The joint was pushed while disengaged.
+    loop.drive.arrays.state[0, S_VELOCITY] = 0.0
     loop.command(Setpoint(5.0, 0.0, LIMITS, 1000.0))
     loop.advance(PERIOD)
     s = loop.sample()
@@ -140,11 +146,27 @@ def test_new_target_mid_motion_keeps_the_reference_continuous() -> None:
 
 
 def test_remote_drive_silence_is_an_error() -> None:
-    loop = make_loop(drive="udral")
+    """A drive on the bus never heard from: nothing is commanded, and after the feedback timeout it is an error."""
+    from servo_node.drive._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
+    from servo_node.drive._remote_link import new_link
+
+    class SilentDrive(Drive):
+        kind = DRIVE_REMOTE
+
+        def __init__(self) -> None:
+            rx, tx, scratch = new_link()
+            self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
+
+        @property
+        def arrays(self) -> DriveArrays:
+            return self._arrays
+
+    loop = ControlLoop(LoopConfig(deadman_timeout_s=1e9), SilentDrive(), clock="simulated")
+    loop.start()
     loop.command(Setpoint(1.0, 0.0, LIMITS, 10.0))
     loop.advance(0.1)
-    assert loop.sample().error is LoopError.NONE
+    assert loop.sample().error is ErrorCode.NONE and not loop.sample().engaged
     loop.advance(0.5)
     s = loop.sample()
-    assert s.error is LoopError.DRIVE_LOST and not s.engaged
-    assert loop.remote[8] != loop.remote[8] or loop.remote[6] == 0.0  # R_CMD_ENABLE off
+    assert s.error is ErrorCode.DRIVE_LOST and not s.engaged
+    assert loop.drive.arrays.tx[TX_ENABLE] == 0.0

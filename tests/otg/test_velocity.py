@@ -19,8 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import njit
 
-from servo_node.control._velocity_profile import VP_D, VP_DURATION, VP_SIZE, sample_velocity_into
-from servo_node.control._velocity_profile import plan_velocity_into as old_plan_velocity_into
 from servo_node.otg import (
     PROFILE_SIZE,
     Status,
@@ -33,6 +31,8 @@ from servo_node.otg import (
 )
 from servo_node.otg._profile import BRAKE_COUNT, COUNT, DURATION, END_A, END_P, END_V, HEADER, PH_T, PHASE_STRIDE
 
+from .old_velocity_solver import VP_D, VP_DURATION, VP_SIZE, sample_velocity_into
+from .old_velocity_solver import plan_velocity_into as old_plan_velocity_into
 from .reference import critical_times
 
 Arr = npt.NDArray[np.float64]

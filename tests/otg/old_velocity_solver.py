@@ -1,4 +1,6 @@
-"""Jerk-limited velocity change: from (p0, v0, a0) to velocity vt with zero acceleration, then cruise at vt.
+"""The control loop's former velocity-change solver, kept as the baseline the OTG's velocity interface must beat.
+
+Jerk-limited velocity change: from (p0, v0, a0) to velocity vt with zero acceleration, then cruise at vt.
 
 Used for velocity mode (a ±inf target position) and for the stop after expiry or readiness loss (vt = 0).
 The profile is at most three constant-jerk phases: ramp the acceleration toward a peak, hold it, ramp it back to

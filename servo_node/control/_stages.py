@@ -1,0 +1,364 @@
+"""The stages of one control tick, each a numba kernel on the loop's :class:`~._layout.LoopArrays`.
+
+Safety lives here, in the loop, so that no stall of the node's event loop can delay it:
+
+- **envelope**: every command's limits are clipped into the envelope (``K_ENV_*``); a start that the command's
+  own limits cannot bring back inside them without overshooting is first braked with the envelope's limits;
+- **deadman**: a command expires ``K_DEADMAN`` after the *reception* of its setpoint; a setpoint already that old
+  when the loop takes it is not applied;
+- **following error**: |p_ref − p| beyond ``K_FE_WINDOW`` for longer than ``K_FE_TIME`` is an error;
+- **the stop** (expiry, readiness loss, errors, close, restart): jerk-limited, at least as hard as ``K_STOP_A``/
+  ``K_STOP_J`` (harder if the active command was), within the envelope, planned from the measured state when the
+  reference and the joint disagree beyond the window; then it holds the final position actively until the joint is
+  at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks) and only then removes the force. A stop that
+  does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive keeps braking.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._seqlock import begin_write, end_write, read_seqlocked
+from ..errors import ErrorCode
+from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
+from ..otg._profile import REPAIRED
+from . import _layout as L
+from ._layout import LoopArrays
+
+E_NONE = float(ErrorCode.NONE)
+E_INFEASIBLE = float(ErrorCode.INFEASIBLE)
+E_NUMERICAL = float(ErrorCode.NUMERICAL_FAILURE)
+E_DRIVE_LOST = float(ErrorCode.DRIVE_LOST)
+E_FOLLOWING = float(ErrorCode.FOLLOWING_ERROR)
+E_STOP_TIMEOUT = float(ErrorCode.STOP_TIMEOUT)
+
+
+@njit(cache=True, nogil=True)
+def _set_error(st: np.ndarray, code: float) -> None:
+    """Raise an error (counted once per change)."""
+    if st[L.ST_ERROR] != code:
+        st[L.ST_ERROR] = code
+        st[L.ST_ERROR_COUNT] += 1.0
+
+
+@njit(cache=True, nogil=True)
+def _recoverable(v: float, a: float, v_min: float, v_max: float, a_min: float, a_max: float, j: float) -> bool:
+    """True if (v, a) obeys the direction-relative bounds and ramping a to 0 at jerk j stays within [v_min, v_max]."""
+    tol = 1e-9 * (a_max - a_min)
+    if v >= 0.0:
+        ok_a = a_min - tol <= a <= a_max + tol
+    else:
+        ok_a = -a_max - tol <= a <= -a_min + tol
+    v_settle = v + 0.5 * a * abs(a) / j
+    vtol = 1e-9 * (v_max - v_min) + 1e-12
+    return ok_a and v_min - vtol <= v_settle <= v_max + vtol
+
+
+@njit(cache=True, nogil=True)
+def _engage(st: np.ndarray, mode: float, now: float) -> None:
+    st[L.ST_MODE] = mode
+    st[L.ST_T0] = now
+    st[L.ST_ENGAGED] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
+    """Plan the active command (``act``) from (p0, v0, a0): brake with the envelope first if its limits can't."""
+    act, cfg, st, out = A.act, A.cfg, A.st, A.out
+    v_min, v_max = act[L.C_VMIN], act[L.C_VMAX]
+    a_min, a_max, j = act[L.C_AMIN], act[L.C_AMAX], act[L.C_JMAX]
+    velocity_mode = act[L.C_MODE] == L.MODE_VELOCITY
+    if not _recoverable(v0, a0, v_min, v_max, a_min, a_max, j):
+        # The command's own limits would carry the reference out of them (e.g. a far smaller jerk while
+        # accelerating): brake within the envelope to a = 0 inside [v_min, v_max] first, then plan.
+        env_a, env_j = cfg[L.K_ENV_A], cfg[L.K_ENV_J]
+        v_settle = v0 + 0.5 * a0 * abs(a0) / env_j
+        vt = min(max(v_settle, v_min), v_max)
+        plan_velocity_into(p0, v0, a0, vt, -env_a, env_a, env_j, A.prof)
+        st[L.ST_PRE_BRAKE] = 1.0
+        _engage(st, act[L.C_MODE], now)
+        return
+    st[L.ST_PRE_BRAKE] = 0.0
+    if velocity_mode:
+        vt = min(max(act[L.C_VT], v_min), v_max)
+        status = plan_velocity_into(p0, v0, a0, vt, a_min, a_max, j, A.prof)
+        repaired = 1.0 if vt != act[L.C_VT] else 0.0
+    else:
+        status = plan_into(p0, v0, a0, act[L.C_PT], act[L.C_VT], v_min, v_max, a_min, a_max, j, A.prof)
+        repaired = A.prof[REPAIRED]
+    out[L.O_PLAN_STATUS] = status
+    out[L.O_REPAIRED] = repaired
+    out[L.O_DURATION] = profile_duration(A.prof)
+    if status == 0:
+        _engage(st, act[L.C_MODE], now)
+        st[L.ST_TRACK_MAX] = 0.0
+        st[L.ST_SETTLED] = np.nan
+        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
+            st[L.ST_ERROR] = E_NONE
+    else:
+        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        if st[L.ST_ENGAGED] != 0.0:
+            start_stop(now, A, p0, v0, a0)
+
+
+@njit(cache=True, nogil=True)
+def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
+    """Begin the stop from (p0, v0, a0); see the module docstring. Its bound is fixed here, up front."""
+    cfg, st, act = A.cfg, A.st, A.act
+    a_s = min(max(cfg[L.K_STOP_A], st[L.ST_DECEL]), cfg[L.K_ENV_A])
+    j_s = min(max(cfg[L.K_STOP_J], st[L.ST_JERK]), cfg[L.K_ENV_J])
+    plan_velocity_into(p0, v0, a0, 0.0, -a_s, a_s, j_s, A.prof)
+    st[L.ST_MODE] = L.MODE_STOP
+    st[L.ST_T0] = now
+    st[L.ST_STOP_T0] = now
+    st[L.ST_STOP_TOOK] = np.nan
+    st[L.ST_STOP_PLANNED] = profile_duration(A.prof)
+    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX]
+    st[L.ST_REST_TICKS] = 0.0
+    st[L.ST_PRE_BRAKE] = 0.0
+    st[L.ST_FLIM] = cfg[L.K_ENV_F]  # A stop may use the envelope's force, whatever the last setpoint allowed.
+    act[L.C_MODE] = L.MODE_STOP
+
+
+@njit(cache=True, nogil=True)
+def _disengage(st: np.ndarray) -> None:
+    st[L.ST_MODE] = L.MODE_DISENGAGE
+    st[L.ST_ENGAGED] = 0.0
+    st[L.ST_PRE_BRAKE] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def stop_from(now: float, A: LoopArrays) -> None:
+    """Start the stop from the reference, or from the measured state when they disagree beyond the window."""
+    out, m = A.out, A.meas
+    if abs(out[L.O_PREF] - m[L.M_P]) > A.cfg[L.K_FE_WINDOW] or m[L.M_FRESH] != 1.0:
+        if m[L.M_FRESH] == 1.0:
+            env_a = A.cfg[L.K_ENV_A]
+            start_stop(now, A, m[L.M_P], m[L.M_V], min(max(m[L.M_A], -env_a), env_a))
+            return
+    start_stop(now, A, out[L.O_PREF], out[L.O_VREF], out[L.O_AREF])
+
+
+@njit(cache=True, nogil=True)
+def supervise_drive(now: float, A: LoopArrays) -> None:
+    """Drive silence is DRIVE_LOST: the reference stops (open loop) and the drive is held braking."""
+    st, fresh = A.st, A.meas[L.M_FRESH]
+    if fresh == 0.0:
+        if st[L.ST_ERROR] != E_DRIVE_LOST:
+            _set_error(st, E_DRIVE_LOST)
+            if st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] != L.MODE_STOP:
+                start_stop(now, A, A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF])
+    elif fresh == 1.0 and st[L.ST_ERROR] == E_DRIVE_LOST:
+        st[L.ST_ERROR] = E_NONE
+
+
+@njit(cache=True, nogil=True)
+def _clip_limits(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> float:
+    """Copy the command into ``act`` with its limits clipped into the envelope; 1.0 if anything was clipped."""
+    act[:] = c
+    ev, ea, ej, ef = cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F]
+    act[L.C_VMIN] = max(c[L.C_VMIN], -ev)
+    act[L.C_VMAX] = min(c[L.C_VMAX], ev)
+    act[L.C_AMIN] = max(c[L.C_AMIN], -ea)
+    act[L.C_AMAX] = min(c[L.C_AMAX], ea)
+    act[L.C_JMAX] = min(c[L.C_JMAX], ej)
+    act[L.C_FLIM] = min(c[L.C_FLIM], ef)
+    clipped = False
+    for k in (L.C_VMIN, L.C_VMAX, L.C_AMIN, L.C_AMAX, L.C_JMAX, L.C_FLIM):
+        clipped = clipped or act[k] != c[k]
+    return 1.0 if clipped else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _same_motion(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> bool:
+    """True if command ``c``, clipped into the envelope, asks for the motion in force (``act``)."""
+    ev, ea, ej, ef = cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F]
+    return (
+        c[L.C_MODE] == act[L.C_MODE]
+        and c[L.C_PT] == act[L.C_PT]
+        and c[L.C_VT] == act[L.C_VT]
+        and max(c[L.C_VMIN], -ev) == act[L.C_VMIN]
+        and min(c[L.C_VMAX], ev) == act[L.C_VMAX]
+        and max(c[L.C_AMIN], -ea) == act[L.C_AMIN]
+        and min(c[L.C_AMAX], ea) == act[L.C_AMAX]
+        and min(c[L.C_JMAX], ej) == act[L.C_JMAX]
+        and min(c[L.C_FLIM], ef) == act[L.C_FLIM]
+    )
+
+
+@njit(cache=True, nogil=True)
+def take_command(now: float, A: LoopArrays) -> None:
+    """Act on a new command: plan a motion (unless refused), start a stop, or disengage."""
+    c, st, act, cfg, m = A.c, A.st, A.act, A.cfg, A.meas
+    read_seqlocked(A.cmd, c)
+    if c[L.C_SEQ] == st[L.ST_CMD_SEQ]:
+        return
+    st[L.ST_CMD_SEQ] = c[L.C_SEQ]
+    mode = c[L.C_MODE]
+    engaged = st[L.ST_ENGAGED] != 0.0
+    if mode == L.MODE_POSITION or mode == L.MODE_VELOCITY:
+        rx_t = c[L.C_RX_T] if math.isfinite(c[L.C_RX_T]) else now
+        if now - rx_t > cfg[L.K_DEADMAN]:
+            return  # Already expired on arrival (e.g. queued behind a flood): never applied.
+        if m[L.M_FRESH] != 1.0 or st[L.ST_ERROR] == E_STOP_TIMEOUT:
+            return  # No drive to command, or a stop still braking: motion is refused until the cause clears.
+        if st[L.ST_MODE] == L.MODE_STOP and st[L.ST_ERROR] != E_NONE and engaged:
+            return  # A stop after an error runs to rest before anything else moves.
+        if engaged and st[L.ST_MODE] == mode and _same_motion(c, act, cfg):
+            act[L.C_RX_T] = rx_t  # The same setpoint again: it only keeps the command alive.
+            return
+        limited = _clip_limits(c, act, cfg)
+        act[L.C_RX_T] = rx_t
+        st[L.ST_LIMITED] = limited
+        st[L.ST_EXPIRED] = 0.0
+        st[L.ST_FLIM] = act[L.C_FLIM]
+        st[L.ST_DECEL] = -act[L.C_AMIN]
+        st[L.ST_JERK] = act[L.C_JMAX]
+        st[L.ST_FE_SINCE] = np.nan
+        if engaged and abs(A.out[L.O_PREF] - m[L.M_P]) <= cfg[L.K_FE_WINDOW]:
+            plan_motion(now, A, A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF])
+        else:
+            # Start from the actual state: no jump when (re-)engaging or when the joint is far off the reference.
+            plan_motion(now, A, m[L.M_P], m[L.M_V], 0.0)
+    elif mode == L.MODE_STOP:
+        if engaged and st[L.ST_MODE] != L.MODE_STOP:
+            stop_from(now, A)
+    elif mode == L.MODE_DISENGAGE:
+        _disengage(st)
+
+
+@njit(cache=True, nogil=True)
+def supervise_motion(now: float, A: LoopArrays) -> None:
+    """Deadman by reception time; the end of an envelope brake; the following error."""
+    st, cfg, act, m = A.st, A.cfg, A.act, A.meas
+    if st[L.ST_ENGAGED] == 0.0:
+        return
+    mode = st[L.ST_MODE]
+    if mode != L.MODE_POSITION and mode != L.MODE_VELOCITY:
+        return
+    age = now - act[L.C_RX_T]
+    if age > cfg[L.K_DEADMAN]:
+        st[L.ST_EXPIRED] = 1.0
+        st[L.ST_EXPIRED_AFTER] = age
+        stop_from(now, A)
+        return
+    if st[L.ST_PRE_BRAKE] != 0.0 and now - st[L.ST_T0] >= profile_duration(A.prof):
+        sample_into(A.prof, now - st[L.ST_T0], A.ref)  # The brake's end: a = 0, v within the command's limits.
+        plan_motion(now, A, A.ref[0], A.ref[1], 0.0)
+        if st[L.ST_MODE] == L.MODE_STOP:
+            return
+    if m[L.M_FRESH] == 1.0 and abs(A.out[L.O_PREF] - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
+        if math.isnan(st[L.ST_FE_SINCE]):
+            st[L.ST_FE_SINCE] = now
+        elif now - st[L.ST_FE_SINCE] > cfg[L.K_FE_TIME]:
+            _set_error(st, E_FOLLOWING)
+            st[L.ST_FE_SINCE] = np.nan
+            stop_from(now, A)
+    else:
+        st[L.ST_FE_SINCE] = np.nan
+
+
+@njit(cache=True, nogil=True)
+def reference(now: float, A: LoopArrays) -> bool:
+    """Sample the reference now and one period ahead into ``ref``; end a stop at rest. Returns True while the
+    stop's hold brakes with a zero-velocity command (at rest, or past the stop's bound)."""
+    st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
+    ref_next = ref[4:]
+    braking = False
+    if st[L.ST_ENGAGED] != 0.0:
+        # A velocity command takes effect over the coming period (the drive reaches it by the end of the
+        # period), so its feed-forward is the velocity the reference will have then.
+        t = now - st[L.ST_T0]
+        sample_into(A.prof, t, ref)
+        sample_into(A.prof, t + cfg[L.K_PERIOD], ref_next)
+        mode = st[L.ST_MODE]
+        if mode == L.MODE_POSITION and st[L.ST_PRE_BRAKE] == 0.0:
+            st[L.ST_TRACK_MAX] = max(st[L.ST_TRACK_MAX], abs(ref[0] - m[L.M_P]))
+            if (
+                math.isnan(st[L.ST_SETTLED])
+                and t >= profile_duration(A.prof)
+                and abs(m[L.M_P] - A.act[L.C_PT]) <= cfg[L.K_ARRIVAL_TOLERANCE]
+            ):
+                st[L.ST_SETTLED] = t
+        elif mode == L.MODE_STOP and t >= st[L.ST_STOP_PLANNED]:
+            # The reference is at rest; hold its final position until the joint is at rest too.
+            if m[L.M_FRESH] == 1.0 and abs(m[L.M_V]) <= cfg[L.K_REST_VELOCITY]:
+                st[L.ST_REST_TICKS] += 1.0
+            else:
+                st[L.ST_REST_TICKS] = 0.0
+            if st[L.ST_REST_TICKS] > cfg[L.K_REST_TICKS]:
+                st[L.ST_STOP_TOOK] = now - st[L.ST_STOP_T0]
+                if st[L.ST_ERROR] == E_STOP_TIMEOUT:
+                    st[L.ST_ERROR] = E_NONE
+                _disengage(st)
+            else:
+                if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND]:
+                    _set_error(st, E_STOP_TIMEOUT)
+                braking = st[L.ST_REST_TICKS] > 0.0 or st[L.ST_ERROR] == E_STOP_TIMEOUT
+    if st[L.ST_ENGAGED] == 0.0:
+        ref[0] = m[L.M_P]
+        ref[1] = 0.0
+        ref[2] = 0.0
+        ref[3] = 0.0
+        ref_next[1] = 0.0
+    return braking
+
+
+@njit(cache=True, nogil=True)
+def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
+    """(v_cmd, f_cmd): velocity ``v = v_ref + k·e`` or computed torque ``τ = J·a_ref + K_p·e + K_d·ė``.
+
+    Braking (a stop's hold at rest or past its bound): velocity 0 exactly. Without fresh feedback (drive lost):
+    feed-forward only. Disengaged: NaN (nothing commanded).
+    """
+    st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
+    if st[L.ST_ENGAGED] == 0.0:
+        return np.nan, np.nan
+    flim = st[L.ST_FLIM]
+    fresh = m[L.M_FRESH] == 1.0
+    e = ref[0] - m[L.M_P] if fresh else 0.0
+    if cfg[L.K_LAW] == L.LAW_VELOCITY:
+        if braking:
+            return 0.0, flim
+        return ref[5] + cfg[L.K_VELOCITY_GAIN] * e, flim  # A finite force beside a velocity is its limit.
+    de = ref[1] - m[L.M_V] if fresh else 0.0
+    f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * de
+    return np.nan, min(max(f, -flim), flim)
+
+
+@njit(cache=True, nogil=True)
+def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
+    """Write this tick's sample into the seqlocked ``out``."""
+    out, st, m, ref = A.out, A.st, A.meas, A.ref
+    flim = st[L.ST_FLIM]
+    begin_write(out)
+    out[L.O_TIME] = now
+    out[L.O_PREF] = ref[0]
+    out[L.O_VREF] = ref[1]
+    out[L.O_AREF] = ref[2]
+    out[L.O_P] = m[L.M_P]
+    out[L.O_V] = m[L.M_V]
+    out[L.O_A] = m[L.M_A]
+    out[L.O_F] = m[L.M_F]
+    out[L.O_ERROR] = st[L.ST_ERROR]
+    out[L.O_TICKS] = st[L.ST_TICKS]
+    out[L.O_ENGAGED] = st[L.ST_ENGAGED]
+    out[L.O_DEMAND] = abs(m[L.M_F]) / flim if flim > 0.0 else 0.0
+    out[L.O_ERROR_COUNT] = st[L.ST_ERROR_COUNT]
+    out[L.O_CMD_SEQ] = st[L.ST_CMD_SEQ]
+    out[L.O_MODE] = st[L.ST_MODE]
+    out[L.O_PLAN_T0] = st[L.ST_T0]
+    out[L.O_VCMD] = v_cmd
+    out[L.O_FCMD] = f_cmd
+    out[L.O_TRACK_MAX] = st[L.ST_TRACK_MAX]
+    out[L.O_SETTLED] = st[L.ST_SETTLED]
+    out[L.O_STOP_PLANNED] = st[L.ST_STOP_PLANNED]
+    out[L.O_STOP_TOOK] = st[L.ST_STOP_TOOK]
+    out[L.O_STOP_BOUND] = st[L.ST_STOP_BOUND]
+    out[L.O_EXPIRED] = st[L.ST_EXPIRED]
+    out[L.O_EXPIRED_AFTER] = st[L.ST_EXPIRED_AFTER]
+    out[L.O_LIMITED] = st[L.ST_LIMITED]
+    end_write(out)

@@ -1,0 +1,32 @@
+"""The drive table of the loop's kernels: ``measure``/``command`` by drive kind (one branch per drive module)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import _remote_link as remote
+from . import sim
+from ._base import DRIVE_SIM, DriveArrays
+
+
+@njit(cache=True, nogil=True)
+def measure(
+    kind: float, d: DriveArrays, now: float, dt: float, started: float, feedback_timeout: float, meas: np.ndarray
+) -> None:
+    """Fill ``meas`` (p, v, a, f, fresh) for this tick; fresh: 1 yes, 0 silent too long, −1 not heard yet."""
+    if kind == DRIVE_SIM:
+        sim.measure(d, dt, meas)
+    else:
+        remote.measure(d, now, started, feedback_timeout, meas)
+
+
+@njit(cache=True, nogil=True)
+def command(
+    kind: float, d: DriveArrays, now: float, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float
+) -> None:
+    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive."""
+    if kind == DRIVE_SIM:
+        sim.command(d, engaged, torque, v_cmd, f_cmd, f_lim)
+    else:
+        remote.command(d, now, engaged, v_cmd, f_cmd)

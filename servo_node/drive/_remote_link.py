@@ -1,0 +1,64 @@
+"""The numba half of a drive on the bus: two seqlocked arrays between the network side and the loop.
+
+``rx`` (written only by the network side when the drive's dynamics arrive): the measured state and its
+reception time. ``tx`` (written only by the loop): the command the network side publishes at the drive rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .._seqlock import begin_write, end_write, read_seqlocked
+from ._base import DriveArrays
+
+RX_SEQ = 0
+RX_P = 1
+RX_V = 2
+RX_A = 3
+RX_F = 4
+RX_T = 5  # reception time of the last measurement [second, monotonic]; 0 = none yet
+RX_COUNT = 6  # measurements received
+N_RX = 7
+
+TX_SEQ = 0
+TX_ENABLE = 1  # 1 while the loop commands the drive (readiness ENGAGED), else 0 (STANDBY)
+TX_V = 2  # velocity command; NaN when not commanded
+TX_F = 3  # force/torque: the command (torque law) or the limit beside a velocity; NaN when not commanded
+TX_T = 4  # loop time of the command [second]
+N_TX = 5
+
+
+def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rx, tx, scratch) for one remote drive."""
+    tx = np.zeros(N_TX)
+    tx[TX_V] = np.nan
+    tx[TX_F] = np.nan
+    return np.zeros(N_RX), tx, np.zeros(N_RX)
+
+
+@njit(cache=True, nogil=True)
+def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float, meas: np.ndarray) -> None:
+    """The latest measurement; fresh while its reception is within ``feedback_timeout`` of ``now``."""
+    rx = d.scratch
+    read_seqlocked(d.rx, rx)
+    meas[0] = rx[RX_P]
+    meas[1] = rx[RX_V]
+    meas[2] = rx[RX_A]
+    meas[3] = rx[RX_F]
+    last = rx[RX_T] if rx[RX_COUNT] > 0.0 else started
+    meas[4] = 1.0 if (now - last <= feedback_timeout and rx[RX_COUNT] > 0.0) else 0.0
+    if rx[RX_COUNT] == 0.0 and now - started <= feedback_timeout:
+        meas[4] = -1.0  # Not heard yet, still within the grace period after start.
+
+
+@njit(cache=True, nogil=True)
+def command(d: DriveArrays, now: float, engaged: bool, v_cmd: float, f_cmd: float) -> None:
+    """Publish the loop's command for the network side."""
+    tx = d.tx
+    begin_write(tx)
+    tx[TX_ENABLE] = 1.0 if engaged else 0.0
+    tx[TX_V] = v_cmd
+    tx[TX_F] = f_cmd
+    tx[TX_T] = now
+    end_write(tx)

@@ -7,6 +7,7 @@ including a motor joint carrying a spring-damper joint, in one numba call.  The 
 Pure numerics: no asyncio, no pycyphal.
 """
 
+from sim_plant._joint import JOINT_FIELD_CONSTRAINTS as JOINT_FIELD_CONSTRAINTS
 from sim_plant._joint import Joint as Joint
 from sim_plant._joint import JointArray as JointArray
 from sim_plant._joint import JointKind as JointKind

@@ -22,11 +22,12 @@ import pycyphal.application
 import reg.udral.service.actuator.common as actuator
 import reg.udral.service.common as common
 
+from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
+
 from ..control import ControlLoop
 from ..control import _layout as L
 from ..control._kernel import read_seqlocked
 from ..registers import ServoRegistry
-from .udral_messages import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 
 class CyphalDrive:

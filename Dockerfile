@@ -2,9 +2,10 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
-COPY dsdl ./dsdl
+COPY cyphal_common ./cyphal_common
 COPY servo_node ./servo_node
 COPY sim_plant ./sim_plant
+COPY sim_plant_node ./sim_plant_node
 RUN pip install --no-cache-dir -e . \
  && useradd --create-home servo
 # numba and the DSDL compiler cache their output; both need a writable place.

@@ -22,7 +22,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check servo_node sim_plant tests bench
+	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench
 	$(BIN)/mypy
 
 ## Speed tables against the peer (Ruckig) and real time.

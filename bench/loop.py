@@ -16,33 +16,38 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from servo_node import _dsdl
-
-_dsdl.ensure_compiled()
-
-import pycyphal.application  # noqa: E402
-import zubax.physics.dynamics as dyn  # noqa: E402
-import zubax.physics.kinematics as kin  # noqa: E402
-import zubax.telega  # noqa: E402
-
-from servo_node.node import ServoNode  # noqa: E402
-
 SUBJECT = 27
 
 
-def _command(target: float) -> zubax.telega.ServoCommand_1_0:
-    return zubax.telega.ServoCommand_1_0(
-        target=dyn.DoF2nd_1_0(kinematics=kin.DoF2nd_1_0(position=target, velocity=0.0), force=0.0)
-    )
+def _command_factory() -> Callable[[float], Any]:
+    """``ServoCommand`` to a target position (generated types: imported once the DSDL is compiled)."""
+    import zubax.physics.dynamics as dyn
+    import zubax.physics.kinematics as kin
+    import zubax.telega
+
+    def command(target: float) -> zubax.telega.ServoCommand_1_0:
+        return zubax.telega.ServoCommand_1_0(
+            target=dyn.DoF2nd_1_0(kinematics=kin.DoF2nd_1_0(position=target, velocity=0.0), force=0.0)
+        )
+
+    return command
 
 
 async def _case(rate_hz: int, traffic: bool, seconds: float, priority: int) -> dict[str, float]:
+    import pycyphal.application
+    import zubax.telega
+
+    from servo_node.node import ServoNode
+
+    _command = _command_factory()
     env = {
         "UAVCAN__UDP__IFACE": "127.0.0.1",
         "UAVCAN__NODE__ID": "120",
@@ -119,7 +124,13 @@ async def _main(seconds: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0)
-    asyncio.run(_main(ap.parse_args().seconds))
+    args = ap.parse_args()
+    from cyphal_common import dsdl
+    from servo_node._kernel_cache import invalidate_if_sources_changed
+
+    invalidate_if_sources_changed()  # Before any kernel module loads its numba cache.
+    dsdl.ensure_compiled()
+    asyncio.run(_main(args.seconds))
 
 
 if __name__ == "__main__":

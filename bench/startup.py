@@ -16,17 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from servo_node import _dsdl
-
-_dsdl.ensure_compiled()
-
-import pycyphal.application  # noqa: E402
-import uavcan.node  # noqa: E402
-
 BIN = Path(sys.executable).parent
 
 
 async def _main(runs: int) -> None:
+    import pycyphal.application
+    import uavcan.node
+
     env0 = {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": "100"}
     node = pycyphal.application.make_node(
         pycyphal.application.NodeInfo(name="bench.startup"), pycyphal.application.make_registry(None, env0)
@@ -59,7 +55,11 @@ async def _main(runs: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
-    asyncio.run(_main(ap.parse_args().runs))
+    args = ap.parse_args()
+    from cyphal_common import dsdl
+
+    dsdl.ensure_compiled()  # pycyphal.application imports the uavcan namespace.
+    asyncio.run(_main(args.runs))
 
 
 if __name__ == "__main__":

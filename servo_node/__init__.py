@@ -6,7 +6,7 @@ The data flow, one module each::
     readiness (zubax.service.Readiness) ─────────► arming.py     readiness gate + deadman timeout
                                                         │
                                                         ▼ node.py (pycyphal, asyncio; the only networking module
-                                                        │          besides drive/cyphal.py and transport/)
+                                                        │          besides drive/cyphal.py)
                                          control/   ControlLoop: a numba nogil thread, fed through seqlocked arrays
                                            ├─ otg/              time-optimal jerk-limited trajectory (reference)
                                            ├─ control/_kernel   control law: velocity or computed torque
@@ -14,10 +14,12 @@ The data flow, one module each::
                                                         │
     feedback, status, dynamics, sys.status ◄───────────┘
 
-``_dsdl.py`` compiles the project's own DSDL (``dsdl/``) once into a content-keyed cache; ``cli/`` is the
-``servo-node`` command. ``otg/``, ``control/`` kernels and ``sim_plant`` never import asyncio or pycyphal.
+What the servo shares with the simulated drive (``sim-plant``) lives in :mod:`cyphal_common`: the DSDL and its
+compiled cache (``cyphal_common.dsdl``), transports, UDRAL message helpers, the validating registry and the
+``sim.*`` joint registers. ``cli/`` is the ``servo-node`` command. ``otg/``, ``control/`` kernels and
+``sim_plant`` never import asyncio or pycyphal.
+
+Importing this package does nothing: entry points (``cli``, ``tests/conftest.py``, the bench scripts) compile the
+DSDL (:func:`cyphal_common.dsdl.ensure_compiled`) and drop stale numba caches
+(:func:`servo_node._kernel_cache.invalidate_if_sources_changed`) before they import the node's modules.
 """
-
-from ._kernel_cache import invalidate_if_sources_changed as _invalidate_stale_kernels
-
-_invalidate_stale_kernels()  # Before any kernel module loads its numba cache.

@@ -3,7 +3,8 @@
 numba's ``cache=True`` checks only the source file that defines a function, so a kernel that calls (or inlines)
 kernels from another file keeps running stale machine code after that other file is edited. This module hashes
 every kernel source of the project and, when the hash differs from the one recorded with the cache, deletes
-the cached kernels so numba recompiles them. Cheap (a few small files are hashed), so it runs at import.
+the cached kernels so numba recompiles them. Cheap (a few small files are hashed); entry points call it before
+any kernel module is imported (``servo-node``, ``tests/conftest.py``, the bench scripts).
 """
 
 from __future__ import annotations

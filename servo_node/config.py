@@ -17,7 +17,8 @@ import math
 
 import pycyphal.application
 
-from sim_plant import JointKind, JointParams
+from cyphal_common.joint_registers import joint_params
+from sim_plant import JointParams
 
 from .control import Envelope, LoopConfig
 from .drive import Drive, SimDrive
@@ -39,20 +40,8 @@ overshoot; at k·T = 2 it would oscillate (a 10 Hz loop with k = 20)."""
 
 
 def sim_joint_from_registers(reg: ServoRegistry) -> JointParams:
-    """The joint the sim backend steps inside the control loop (Webots field names, snake_case)."""
-    kind: JointKind = "linear" if reg.text("sim.kind") == "linear" else "rotational"
-    return JointParams(
-        kind=kind,
-        inertia=reg.real("sim.inertia"),
-        max_velocity=reg.real("sim.max_velocity"),
-        max_force=reg.real("sim.max_force"),
-        position=reg.real("sim.position"),
-        min_stop=reg.real("sim.min_stop"),
-        max_stop=reg.real("sim.max_stop"),
-        spring_constant=reg.real("sim.spring_constant"),
-        damping_constant=reg.real("sim.damping_constant"),
-        static_friction=reg.real("sim.static_friction"),
-    )
+    """The joint the sim backend steps inside the control loop (the ``sim.*`` registers, shared with sim-plant)."""
+    return joint_params(reg)
 
 
 def envelope_from_registers(reg: ServoRegistry) -> Envelope:

@@ -18,30 +18,26 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from . import _dsdl
+import pycyphal
+import pycyphal.application
+import uavcan.diagnostic
+import uavcan.node
+import uavcan.primitive
+import zubax.physics.dynamics
+import zubax.physics.kinematics
+import zubax.service
+import zubax.service.actuator
+import zubax.telega
+from pycyphal.application import register
+from pycyphal.application.heartbeat_publisher import Health, Mode
 
-_dsdl.ensure_compiled()
-
-import pycyphal  # noqa: E402
-import pycyphal.application  # noqa: E402
-import uavcan.diagnostic  # noqa: E402
-import uavcan.node  # noqa: E402
-import uavcan.primitive  # noqa: E402
-import zubax.physics.dynamics  # noqa: E402
-import zubax.physics.kinematics  # noqa: E402
-import zubax.service  # noqa: E402
-import zubax.service.actuator  # noqa: E402
-import zubax.telega  # noqa: E402
-from pycyphal.application import register  # noqa: E402
-from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
-
-from .arming import ArmingGate, ServoState  # noqa: E402
-from .config import drive_from_registers, loop_config  # noqa: E402
-from .control import ControlLoop, LoopConfig, LoopSample  # noqa: E402
-from .drive import Drive  # noqa: E402
-from .errors import ConfigurationError, ErrorCode  # noqa: E402
-from .registers import ServoRegistry  # noqa: E402
-from .setpoint import ProfileLimits, Rejected, Setpoint, interpret  # noqa: E402
+from .arming import ArmingGate, ServoState
+from .config import drive_from_registers, loop_config
+from .control import ControlLoop, LoopConfig, LoopSample
+from .drive import Drive
+from .errors import ConfigurationError, ErrorCode
+from .registers import ServoRegistry
+from .setpoint import ProfileLimits, Rejected, Setpoint, interpret
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
@@ -464,7 +460,7 @@ class ServoNode:
 
 
 def _make_transport(reg: register.Registry) -> pycyphal.transport.Transport:
-    from .transport import make_transport
+    from cyphal_common.transport import make_transport
 
     transport = make_transport(reg)
     if transport is None:

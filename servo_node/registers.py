@@ -48,15 +48,10 @@ Register                               Type          Default             Meaning
 ``servo.following_error.window``       real32        0.5                 |p_ref − p| that is a following error
 ``servo.following_error.time``         real32        0.2                 …when it lasts longer than this [second]
 ``servo.dynamics_rate``                real32        50                  ``dynamics`` publication rate [Hz], > 0
-``sim.kind``                           string        "rotational"        embedded joint kind
-``sim.inertia``                        real32        1                   inertia [kg·m²] or mass [kg], > 0
-``sim.max_velocity``                   real32        100                 joint velocity limit, > 0
-``sim.max_force``                      real32        100                 motor force/torque limit, ≥ 0
-``sim.position``                       real32        0                   initial position
-``sim.min_stop``, ``sim.max_stop``     real32        0, 0                hard stops (both zero: none)
-``sim.spring_constant``                real32        0                   K ≥ 0
-``sim.damping_constant``               real32        0                   B ≥ 0
-``sim.static_friction``                real32        0                   ≥ 0
+``sim.*``                              (real64)      (JointParams)       the embedded joint (``sim`` backend): every
+                                                                         register of
+                                                                         :mod:`cyphal_common.joint_registers`, the
+                                                                         same table ``sim-plant`` declares
 ``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
 =====================================  ============  ==================  ===============================================
 
@@ -66,18 +61,13 @@ through the ``on_refused`` callback (the node turns it into a ``uavcan.diagnosti
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-from . import _dsdl
-
-_dsdl.ensure_compiled()  # pycyphal.application imports the uavcan namespace.
-
-from pycyphal.application import register  # noqa: E402
-from pycyphal.application._registry_factory import SimpleRegistry  # noqa: E402
-from pycyphal.application.register import Value, ValueConversionError, ValueProxy  # noqa: E402
+from cyphal_common.joint_registers import JOINT_SPECS
+from cyphal_common.registers import RefusedWriteError as RefusedWriteError
+from cyphal_common.registers import RegisterSpec as RegisterSpec
+from cyphal_common.registers import ValidatingRegistry, anything, bit, choice, pair, real32, scalar, string
 
 PORTS: Mapping[str, str] = {
     "uavcan.sub.setpoint_servo": "zubax.telega.ServoCommand.1.0 (or a structural supertype, e.g. Real32)",
@@ -92,129 +82,49 @@ PORTS: Mapping[str, str] = {
 }
 """Every port the node may use and its type; configure with ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
 
-Validator = Callable[[ValueProxy], str | None]
-"""Returns None if the value is acceptable, else a human-readable reason."""
-
-
-class RefusedWriteError(ValueConversionError):
-    """A register write was refused by its validator; the old value stays."""
-
-
-def _show(v: ValueProxy) -> str:
-    """A register value as a user would type it."""
-    if v.value.string is not None:
-        return repr(v.value.string.value.tobytes().decode(errors="replace"))
-    return str([float(f"{x:.7g}") for x in v.floats])
-
-
-def _finite(v: ValueProxy) -> str | None:
-    return None if all(math.isfinite(x) for x in v.floats) else "not finite"
-
-
-def _all(*checks: Validator) -> Validator:
-    def check(v: ValueProxy) -> str | None:
-        for c in checks:
-            reason = c(v)
-            if reason:
-                return reason
-        return None
-
-    return check
-
-
-def _scalar(pred: Callable[[float], bool], text: str) -> Validator:
-    def check(v: ValueProxy) -> str | None:
-        fl = v.floats
-        return None if len(fl) == 1 and pred(fl[0]) else f"must be a single value {text}"
-
-    return _all(_finite, check)
-
-
-def _pair(pred: Callable[[float, float], bool], text: str) -> Validator:
-    def check(v: ValueProxy) -> str | None:
-        fl = v.floats
-        return None if len(fl) == 2 and pred(fl[0], fl[1]) else f"must be two values {text}"
-
-    return _all(_finite, check)
-
-
-def _choice(*options: str) -> Validator:
-    def check(v: ValueProxy) -> str | None:
-        s = v.value.string.value.tobytes().decode(errors="replace")
-        return None if s in options else f"must be one of {', '.join(options)}"
-
-    return check
-
-
-def _real(*x: float) -> Value:
-    return Value(real32=register.Real32(list(x)))
-
-
-def _string(s: str) -> Value:
-    return Value(string=register.String(s))
-
-
-@dataclass(frozen=True)
-class RegisterSpec:
-    """One application register: default value and write constraint."""
-
-    default: Value
-    validator: Validator
-
-
-_POSITIVE = _scalar(lambda x: x > 0, "> 0")
-_NONNEGATIVE = _scalar(lambda x: x >= 0, ">= 0")
-_ANY_FINITE = _scalar(lambda x: True, "(finite)")
-_ZERO_OR_SANE = _scalar(lambda x: x == 0 or 1e-3 <= x <= 1e9, "0 (derived) or in [1e-3, 1e9]")
+_POSITIVE = scalar(lambda x: x > 0, "> 0")
+_NONNEGATIVE = scalar(lambda x: x >= 0, ">= 0")
+_ZERO_OR_SANE = scalar(lambda x: x == 0 or 1e-3 <= x <= 1e9, "0 (derived) or in [1e-3, 1e9]")
 
 SPECS: Mapping[str, RegisterSpec] = {
-    "servo.profile.velocity": RegisterSpec(_real(-10, 10), _pair(lambda a, b: a <= 0 < b, "{v_min <= 0, v_max > 0}")),
+    "servo.profile.velocity": RegisterSpec(real32(-10, 10), pair(lambda a, b: a <= 0 < b, "{v_min <= 0, v_max > 0}")),
     "servo.profile.acceleration": RegisterSpec(
-        _real(-50, 50), _pair(lambda a, b: a < 0 < b, "{a_min < 0, a_max > 0}")
+        real32(-50, 50), pair(lambda a, b: a < 0 < b, "{a_min < 0, a_max > 0}")
     ),
-    "servo.profile.jerk": RegisterSpec(_real(500), _POSITIVE),
-    "servo.torque_limit": RegisterSpec(_real(100), _POSITIVE),
-    "servo.deadman_timeout": RegisterSpec(_real(0.5), _scalar(lambda x: 0.01 <= x <= 10, "in [0.01, 10] s")),
-    "servo.loop_rate": RegisterSpec(_real(1000), _scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
-    "servo.loop_clock": RegisterSpec(_string("monotonic"), _choice("monotonic", "stepped")),
-    "servo.arrival_tolerance": RegisterSpec(_real(1e-3), _POSITIVE),
-    "servo.loop_priority": RegisterSpec(_real(0), _scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
-    "servo.drive.backend": RegisterSpec(_string("sim"), _choice("sim", "udral")),
-    "servo.drive.mode": RegisterSpec(_string("velocity"), _choice("velocity", "torque")),
-    "servo.drive.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),
-    "servo.drive.rate": RegisterSpec(_real(200), _scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
-    "servo.drive.feedback_timeout": RegisterSpec(_real(0.5), _POSITIVE),
-    "servo.control.velocity_gain": RegisterSpec(_real(0), _NONNEGATIVE),
-    "servo.control.torque_gains": RegisterSpec(_real(36, 12), _pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
-    "servo.control.inertia": RegisterSpec(_real(0), _NONNEGATIVE),
-    "servo.stop.acceleration": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.stop.jerk": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.stop.rest_velocity": RegisterSpec(_real(0), _scalar(lambda x: 0 <= x <= 1, "in [0, 1]")),
-    "servo.stop.hold_max": RegisterSpec(_real(1), _scalar(lambda x: 0.01 <= x <= 60, "in [0.01, 60] s")),
-    "servo.envelope.velocity": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.envelope.acceleration": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.envelope.jerk": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.envelope.force": RegisterSpec(_real(0), _ZERO_OR_SANE),
-    "servo.following_error.window": RegisterSpec(_real(0.5), _scalar(lambda x: 1e-6 <= x <= 1e6, "in [1e-6, 1e6]")),
-    "servo.following_error.time": RegisterSpec(_real(0.2), _scalar(lambda x: 0 <= x <= 10, "in [0, 10] s")),
-    "servo.stop.disengage_immediately": RegisterSpec(Value(bit=register.Bit([False])), lambda v: None),
-    "servo.dynamics_rate": RegisterSpec(_real(50), _scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
-    "sim.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),
-    "sim.inertia": RegisterSpec(_real(1), _POSITIVE),
-    "sim.max_velocity": RegisterSpec(_real(100), _POSITIVE),
-    "sim.max_force": RegisterSpec(_real(100), _NONNEGATIVE),
-    "sim.position": RegisterSpec(_real(0), _ANY_FINITE),
-    "sim.min_stop": RegisterSpec(_real(0), _scalar(lambda x: x <= 0, "<= 0")),
-    "sim.max_stop": RegisterSpec(_real(0), _scalar(lambda x: x >= 0, ">= 0")),
-    "sim.spring_constant": RegisterSpec(_real(0), _NONNEGATIVE),
-    "sim.damping_constant": RegisterSpec(_real(0), _NONNEGATIVE),
-    "sim.static_friction": RegisterSpec(_real(0), _NONNEGATIVE),
+    "servo.profile.jerk": RegisterSpec(real32(500), _POSITIVE),
+    "servo.torque_limit": RegisterSpec(real32(100), _POSITIVE),
+    "servo.deadman_timeout": RegisterSpec(real32(0.5), scalar(lambda x: 0.01 <= x <= 10, "in [0.01, 10] s")),
+    "servo.loop_rate": RegisterSpec(real32(1000), scalar(lambda x: 10 <= x <= 10000, "in [10, 10000] Hz")),
+    "servo.loop_clock": RegisterSpec(string("monotonic"), choice("monotonic", "stepped")),
+    "servo.arrival_tolerance": RegisterSpec(real32(1e-3), _POSITIVE),
+    "servo.loop_priority": RegisterSpec(real32(0), scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
+    "servo.drive.backend": RegisterSpec(string("sim"), choice("sim", "udral")),
+    "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque")),
+    "servo.drive.kind": RegisterSpec(string("rotational"), choice("rotational", "linear")),
+    "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
+    "servo.drive.feedback_timeout": RegisterSpec(real32(0.5), _POSITIVE),
+    "servo.control.velocity_gain": RegisterSpec(real32(0), _NONNEGATIVE),
+    "servo.control.torque_gains": RegisterSpec(real32(36, 12), pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
+    "servo.control.inertia": RegisterSpec(real32(0), _NONNEGATIVE),
+    "servo.stop.acceleration": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.stop.jerk": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.stop.rest_velocity": RegisterSpec(real32(0), scalar(lambda x: 0 <= x <= 1, "in [0, 1]")),
+    "servo.stop.hold_max": RegisterSpec(real32(1), scalar(lambda x: 0.01 <= x <= 60, "in [0.01, 60] s")),
+    "servo.envelope.velocity": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.envelope.acceleration": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.envelope.jerk": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.envelope.force": RegisterSpec(real32(0), _ZERO_OR_SANE),
+    "servo.following_error.window": RegisterSpec(real32(0.5), scalar(lambda x: 1e-6 <= x <= 1e6, "in [1e-6, 1e6]")),
+    "servo.following_error.time": RegisterSpec(real32(0.2), scalar(lambda x: 0 <= x <= 10, "in [0, 10] s")),
+    "servo.stop.disengage_immediately": RegisterSpec(bit(False), anything),
+    "servo.dynamics_rate": RegisterSpec(real32(50), scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
+    **JOINT_SPECS,
 }
 """The application registers (see the module docstring for their meaning)."""
 
 
-class ServoRegistry(SimpleRegistry):
-    """pycyphal's registry plus per-register write validation, surviving in-process node restarts.
+class ServoRegistry(ValidatingRegistry):
+    """The servo's :data:`SPECS` over a validating registry that survives in-process node restarts.
 
     pycyphal closes the registry when a node closes; this one ignores that so that a RESTART re-creates the
     node over the same registry, and environment variables are applied once per process (at creation), never
@@ -227,45 +137,8 @@ class ServoRegistry(SimpleRegistry):
         environment_variables: Mapping[str, str] | None = None,
         on_refused: Callable[[str, str], None] | None = None,
     ) -> None:
-        self.refused_writes = 0
-        self.on_refused = on_refused
-        super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+        super().__init__(register_file, SPECS, environment_variables, on_refused)
         self.declare()
-
-    def declare(self) -> None:
-        """Create the application registers that do not exist yet (defaults, then environment overrides).
-
-        :raises ValueError: an environment variable or the register file holds a value that breaks a constraint.
-        """
-        for name, spec in SPECS.items():
-            try:
-                self.setdefault(name, spec.default)
-            except RefusedWriteError as ex:
-                raise ValueError(f"register {name}: {ex}") from None
-
-    def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
-        spec = SPECS.get(name)
-        if spec is not None and not callable(value) and name in set(self):
-            candidate = ValueProxy(self[name].value)
-            candidate.assign(value)
-            reason = spec.validator(candidate)
-            if reason is not None:
-                self.refused_writes += 1
-                if self.on_refused is not None:
-                    self.on_refused(name, reason)
-                raise RefusedWriteError(f"{name}: {reason}; kept {_show(self[name])}")
-        super().__setitem__(name, value)
-
-    def setdefault(self, key: str, default: register.Registry.Assignable | None = None) -> register.ValueProxyWithFlags:
-        """Create with validation: an invalid override from the environment is refused like a bad write."""
-        created = key not in set(self)
-        out = super().setdefault(key, default)
-        spec = SPECS.get(key)
-        if created and spec is not None:
-            reason = spec.validator(out)
-            if reason is not None:
-                raise RefusedWriteError(f"{reason} (got {_show(out)})")
-        return out
 
     def close(self) -> None:
         """Kept open across node restarts; see :meth:`shutdown`."""
@@ -273,22 +146,6 @@ class ServoRegistry(SimpleRegistry):
     def shutdown(self) -> None:
         """Close the storage backends for good."""
         super().close()
-
-    def real(self, name: str) -> float:
-        """Scalar value of a numeric register."""
-        return float(self[name].floats[0])
-
-    def reals(self, name: str) -> tuple[float, ...]:
-        """All values of a numeric register."""
-        return tuple(float(x) for x in self[name].floats)
-
-    def text(self, name: str) -> str:
-        """Value of a string register."""
-        return str(self[name].value.string.value.tobytes().decode(errors="replace"))
-
-    def flag(self, name: str) -> bool:
-        """Value of a bit register."""
-        return bool(self[name].bools[0])
 
     def factory_reset(self) -> None:
         """Delete every stored register; defaults (and environment overrides) apply again at the next restart."""

@@ -4,9 +4,10 @@
 soft limits, hard stops, spring, damper, static friction, motor force feedback); ``JointArray`` steps many joints,
 including a motor joint carrying a spring-damper joint, in one numba call.  The numerics live in
 ``sim_plant._kernels`` (documented array layout and ``@njit`` command helpers callable from other numba code).
-Pure numerics: no asyncio, no pycyphal.
+Pure numerics: numpy and numba only, no Cyphal and no event loop (tests/test_layering.py checks it).
 """
 
+from sim_plant._joint import JOINT_FIELD_CONSTRAINTS as JOINT_FIELD_CONSTRAINTS
 from sim_plant._joint import Joint as Joint
 from sim_plant._joint import JointArray as JointArray
 from sim_plant._joint import JointKind as JointKind

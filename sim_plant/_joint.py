@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
 import numba
@@ -19,6 +19,25 @@ PARALLEL_MIN_JOINTS = 8192
 
 Measured on 2 shared cores: the serial lean loop steps 1 000 joints in ~13 µs, while a parallel launch alone costs
 several µs (workqueue layer: tens of µs when the other core is busy), so below a few thousand joints serial wins.
+"""
+
+
+JOINT_FIELD_CONSTRAINTS: Mapping[str, tuple[Callable[[float], bool], str]] = {
+    "inertia": (lambda x: x > 0.0, "> 0"),
+    "max_velocity": (lambda x: x >= 0.0, ">= 0"),
+    "max_force": (lambda x: x >= 0.0, ">= 0"),
+    "control_p": (lambda x: x >= 0.0, ">= 0"),
+    "spring_constant": (lambda x: x >= 0.0, ">= 0"),
+    "damping_constant": (lambda x: x >= 0.0, ">= 0"),
+    "static_friction": (lambda x: x >= 0.0, ">= 0"),
+    "acceleration": (lambda x: x >= 0.0 or x == -1.0, ">= 0 or -1 (unlimited)"),
+    "min_stop": (lambda x: x <= 0.0, "<= 0"),
+    "max_stop": (lambda x: x >= 0.0, ">= 0"),
+}
+"""Constraints of single numeric :class:`JointParams` fields, beyond being finite: (predicate, text for errors).
+
+Fields not listed take any finite value; constraints between fields (soft-limit order, initial position within
+the stops) are checked by :class:`JointParams` itself. Register tables derive their write checks from this.
 """
 
 
@@ -62,26 +81,11 @@ class JointParams:
                 raise ValueError(f"{f.name} must be a real number, got {value!r}")
             if not math.isfinite(value):
                 raise ValueError(f"{f.name} must be finite, got {value!r}")
-        if self.inertia <= 0.0:
-            raise ValueError(f"inertia must be > 0, got {self.inertia!r}")
-        for name in (
-            "max_velocity",
-            "max_force",
-            "control_p",
-            "spring_constant",
-            "damping_constant",
-            "static_friction",
-        ):
-            if getattr(self, name) < 0.0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        if self.acceleration < 0.0 and self.acceleration != -1.0:
-            raise ValueError(f"acceleration must be >= 0 or -1 (unlimited), got {self.acceleration!r}")
+        for name, (ok, text) in JOINT_FIELD_CONSTRAINTS.items():
+            if not ok(getattr(self, name)):
+                raise ValueError(f"{name} must be {text}, got {getattr(self, name)!r}")
         if self.min_position > self.max_position:
             raise ValueError(f"min_position ({self.min_position!r}) must be <= max_position ({self.max_position!r})")
-        if self.min_stop > 0.0:
-            raise ValueError(f"min_stop must be <= 0, got {self.min_stop!r}")
-        if self.max_stop < 0.0:
-            raise ValueError(f"max_stop must be >= 0, got {self.max_stop!r}")
         if (self.min_stop != 0.0 or self.max_stop != 0.0) and not self.min_stop <= self.position <= self.max_stop:
             raise ValueError(f"position ({self.position!r}) must lie within [min_stop, max_stop]")
 

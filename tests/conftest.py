@@ -1,5 +1,11 @@
-"""Make the project's compiled DSDL importable before any test module imports pycyphal.application."""
+"""Test-session entry point: drop stale numba caches, then compile the project's DSDL.
 
-from servo_node import _dsdl
+Both happen before any test module is imported: kernel modules load their numba caches when imported, and
+``pycyphal.application`` (imported by most test modules) imports the ``uavcan`` namespace.
+"""
 
-_dsdl.ensure_compiled()
+from cyphal_common import dsdl
+from servo_node._kernel_cache import invalidate_if_sources_changed
+
+invalidate_if_sources_changed()
+dsdl.ensure_compiled()

@@ -16,15 +16,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from servo_node import _dsdl
+from cyphal_common import dsdl
 
 BIN = Path(sys.executable).parent
+SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
+"""The ``sim-plant`` command of the tree under test (an installed console script may point at another tree)."""
 CLIENT_NODE_ID = 126
 
 
 def dsdl_env() -> dict[str, str]:
     """CYPHAL_PATH/PYCYPHAL_PATH so yakut sees exactly the project's compiled DSDL."""
-    return {"CYPHAL_PATH": str(_dsdl.dsdl_dir()), "PYCYPHAL_PATH": str(_dsdl.ensure_compiled())}
+    return {"CYPHAL_PATH": str(dsdl.dsdl_dir()), "PYCYPHAL_PATH": str(dsdl.ensure_compiled())}
 
 
 def base_env(**registers: str) -> dict[str, str]:
@@ -143,7 +145,7 @@ class RegisterClient:
         import pycyphal.presentation
         import uavcan.register
 
-        from servo_node.transport import make_transport
+        from cyphal_common.transport import make_transport
 
         regs: dict[str, Any] = {"uavcan.node.id": client_node_id}
         if "UAVCAN__CAN__IFACE" in env:

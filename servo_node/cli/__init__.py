@@ -25,7 +25,10 @@ DEMO_ENV = {
 
 
 def _run(registry: str | None, env: dict[str, str]) -> int:
-    from ..node import ServoNode  # Deferred: compiles/loads DSDL and numba kernels.
+    from cyphal_common import dsdl
+
+    dsdl.ensure_compiled()
+    from ..node import ServoNode  # Deferred: needs the compiled DSDL; loads numba kernels.
 
     node = ServoNode(registry, env)
 
@@ -43,10 +46,10 @@ def _run(registry: str | None, env: dict[str, str]) -> int:
 
 
 def _demo(registry: str) -> int:
-    from .. import _dsdl
+    from cyphal_common import dsdl
 
     env = {**DEMO_ENV, **os.environ}
-    exports = _dsdl.shell_exports()
+    exports = dsdl.shell_exports()
     print(
         f"""Starting a servo node (id {env['UAVCAN__NODE__ID']}) on UDP {env['UAVCAN__UDP__IFACE']} \
 with the embedded simulated drive. In another terminal, command it with yakut:
@@ -68,10 +71,10 @@ def _warmup() -> int:
     """Fill the caches so that the first start of a node (or a test run) does not compile."""
     import time
 
-    from .. import _dsdl
+    from cyphal_common import dsdl
 
     t0 = time.monotonic()
-    _dsdl.ensure_compiled()
+    dsdl.ensure_compiled()
     from sim_plant import Joint, JointParams
 
     from ..control import ControlLoop, LoopConfig
@@ -115,6 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
 
     args, rest = parser.parse_known_args(argv)
+    from .._kernel_cache import invalidate_if_sources_changed
+
+    invalidate_if_sources_changed()  # Before any kernel module loads its numba cache.
     if args.command == "plot-otg":
         from ..otg.plot import main as plot_main
 
@@ -127,9 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     if args.command == "dsdl-env":
-        from .. import _dsdl
+        from cyphal_common import dsdl
 
-        print(_dsdl.shell_exports(), end="")
+        print(dsdl.shell_exports(), end="")
         return 0
     if args.command == "warmup":
         return _warmup()

@@ -22,11 +22,12 @@ import pycyphal.application
 import reg.udral.service.actuator.common as actuator
 import reg.udral.service.common as common
 
+from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
+
 from .._seqlock import begin_write, end_write, read_seqlocked
 from ..registers import ServoRegistry
 from . import _remote_link as link
 from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
-from .udral_messages import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 
 class CyphalDrive(Drive):

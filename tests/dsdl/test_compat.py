@@ -1,4 +1,4 @@
-"""The project's own DSDL tree (``dsdl/``) must be wire-compatible with the public reference definitions.
+"""The project's own DSDL tree (``cyphal_common/dsdl/``) must be wire-compatible with the public reference definitions.
 
 Every type we define is compiled with pydsdl and compared, model against model, with the type of the same
 name and version in the reference (OpenCyphal public_regulated_data_types and Zubax DSDL): fixed port-ID,
@@ -21,8 +21,10 @@ from typing import Any
 import pydsdl
 import pytest
 
+from cyphal_common.dsdl import DEFAULT_DSDL_DIR, root_namespace_dirs
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-OUR_DSDL = REPO_ROOT / "dsdl"
+OUR_DSDL = DEFAULT_DSDL_DIR
 ROOTS = ("uavcan", "reg", "zubax")
 
 # Full bit-length-set expansion is exact but slow for big variable-length types; above this many bits
@@ -302,19 +304,31 @@ def test_matches_reference(type_id: str) -> None:
 
 def test_required_types_present() -> None:
     missing = sorted(set(REQUIRED_TYPES) - set(our_types()))
-    assert not missing, "required types missing from dsdl/:\n  " + "\n  ".join(missing)
+    assert not missing, "required types missing from cyphal_common/dsdl/:\n  " + "\n  ".join(missing)
 
 
 def test_complete_namespaces() -> None:
     _require_reference()
     ours = set(our_types())
     missing = sorted(k for k in reference_types() if k.startswith(COMPLETE_NAMESPACES) and k not in ours)
-    assert not missing, "types in fully-carried namespaces missing from dsdl/:\n  " + "\n  ".join(missing)
+    assert not missing, "types in fully-carried namespaces missing from cyphal_common/dsdl/:\n  " + "\n  ".join(missing)
 
 
 def test_dependencies_are_local() -> None:
     """Each root compiles with only our own roots as lookup directories (checked by our_types())."""
     assert {t.root_namespace for t in our_types().values()} == set(ROOTS)
+
+
+def test_root_namespaces_are_only_the_dsdl_folders(tmp_path: Path) -> None:
+    """The DSDL folder is also a Python package: ``__pycache__``, ``__init__.py`` and strays are not namespaces."""
+    assert [p.name for p in root_namespace_dirs(OUR_DSDL)] == sorted(ROOTS)
+    (tmp_path / "uavcan" / "node").mkdir(parents=True)
+    (tmp_path / "uavcan" / "node" / "Health.1.0.dsdl").write_text("uint2 value\n@sealed\n")
+    for stray in ("__pycache__", ".git", "empty", "not-an-identifier"):
+        (tmp_path / stray).mkdir()
+    (tmp_path / "not-an-identifier" / "X.1.0.dsdl").write_text("@sealed\n")
+    (tmp_path / "__init__.py").write_text("")
+    assert [p.name for p in root_namespace_dirs(tmp_path)] == ["uavcan"]
 
 
 def test_compiles_with_pycyphal(tmp_path: Path) -> None:

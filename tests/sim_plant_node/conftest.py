@@ -20,27 +20,20 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pycyphal
+import pycyphal.application
+import pycyphal.transport.udp
 import pytest
+import reg.udral.service.actuator.common as actuator
+import reg.udral.service.common as common
+import uavcan.node
 
-from servo_node import _dsdl
-
-_dsdl.ensure_compiled()
-
-import pycyphal  # noqa: E402
-import pycyphal.application  # noqa: E402
-import pycyphal.transport.udp  # noqa: E402
-import reg.udral.service.actuator.common as actuator  # noqa: E402
-import reg.udral.service.common as common  # noqa: E402
-import uavcan.node  # noqa: E402
-
-from servo_node.drive.udral_messages import (  # noqa: E402
-    dynamics_ts_type,
-    dynamics_type,
-    make_dynamics,
-    read_dynamics,
-)
+from cyphal_common import dsdl
+from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 BIN = Path(sys.executable).parent
+SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
+"""The ``sim-plant`` command of the tree under test (an installed console script may point at another tree)."""
 STARTUP_TIMEOUT = 120.0
 """Until the subprocess says OPERATIONAL (numba may compile on a cold cache; the machine may be loaded)."""
 TIMEOUT = 45.0
@@ -50,7 +43,7 @@ NAN = math.nan
 
 def dsdl_env() -> dict[str, str]:
     """CYPHAL_PATH/PYCYPHAL_PATH so that yakut uses exactly the project's compiled DSDL."""
-    return {"CYPHAL_PATH": str(_dsdl.dsdl_dir()), "PYCYPHAL_PATH": str(_dsdl.ensure_compiled())}
+    return {"CYPHAL_PATH": str(dsdl.dsdl_dir()), "PYCYPHAL_PATH": str(dsdl.ensure_compiled())}
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -106,7 +99,7 @@ class SimPlantProcess:
         env = clean_env(**ids.registers(), **{f"SIM__{k.upper()}": v for k, v in sim.items()})
         self._log = self.log_path.open("w")
         self.proc = subprocess.Popen(
-            [str(BIN / "sim-plant"), "--registry", str(self.registry), "--verbose"],
+            [*SIM_PLANT, "--registry", str(self.registry), "--verbose"],
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,

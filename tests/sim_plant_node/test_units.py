@@ -1,4 +1,4 @@
-"""The pieces of ``sim_plant.node`` without a bus: setpoint interpretation, demand factor, registers, real time."""
+"""The pieces of ``sim_plant_node`` without a bus: setpoint interpretation, demand factor, registers, real time."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from pycyphal.application import make_registry
 
 from sim_plant import JointParams
-from sim_plant._node_plant import (
+from sim_plant_node._app import ConfigError, load_config
+from sim_plant_node._plant import (
     Command,
     Mode,
     Plant,
@@ -18,7 +19,6 @@ from sim_plant._node_plant import (
     demand_factor_pct,
     interpret,
 )
-from sim_plant.node import ConfigError, load_config
 
 NAN = math.nan
 INF = math.inf

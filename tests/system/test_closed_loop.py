@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from servo_node.transport import yakut_transport_expression
-from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
+from cyphal_common.transport import yakut_transport_expression
+from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, servo_node, wait_for, y
 
 NODE, PLANT, CLIENT = 125, 90, 126
 DEADMAN_S = 0.5
@@ -133,7 +133,7 @@ def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]
 @pytest.mark.parametrize("bus", ["udpmc", "udpmc-redundant", "udp"])
 def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
     servo_env, plant_env, yakut_env = _bus_env(bus)
-    with popen([str(BIN / "sim-plant"), "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
+    with popen([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
         with servo_node(yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))},
                         tmp_path / "servo.db", NODE):  # fmt: skip
             env = yakut_env

@@ -25,7 +25,7 @@ from pycyphal.transport import (
     Transfer,
 )
 
-from servo_node.transport import udpmc_transport
+from cyphal_common.transport import udpmc_transport
 
 
 def payload_for(transfer_id: int, size: int) -> bytes:

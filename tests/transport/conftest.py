@@ -59,17 +59,12 @@ class DsdlEnv:
 
 @pytest.fixture(scope="session")
 def dsdl_env() -> DsdlEnv:
-    """Compile the project's DSDL (``servo_node._dsdl``) and make ``uavcan`` importable; skip if unavailable."""
-    try:
-        from servo_node import _dsdl
-    except ImportError:
-        pytest.skip("servo_node._dsdl has not landed yet")
-    if not hasattr(_dsdl, "ensure_compiled") or not hasattr(_dsdl, "dsdl_dir"):
-        pytest.skip("servo_node._dsdl lacks ensure_compiled()/dsdl_dir()")
-    source = Path(_dsdl.dsdl_dir())
-    if not (source / "uavcan").is_dir():
-        pytest.skip(f"no uavcan DSDL namespace under {source}")
-    output = Path(_dsdl.ensure_compiled())
+    """Compile the project's DSDL (:mod:`cyphal_common.dsdl`) and make ``uavcan`` importable."""
+    from cyphal_common import dsdl
+
+    source = Path(dsdl.dsdl_dir())
+    assert (source / "uavcan").is_dir(), f"no uavcan DSDL namespace under {source}"
+    output = Path(dsdl.ensure_compiled())
     if str(output) not in sys.path:
         sys.path.insert(0, str(output))
     return DsdlEnv(source, output)

@@ -17,7 +17,7 @@ from pycyphal.transport import (
 )
 from pycyphal.transport.can import CANTransportStatistics
 
-from servo_node.transport import udpmc_transport
+from cyphal_common.transport import udpmc_transport
 
 from ._peer import payload_for
 from .conftest import RECEIVE_TIMEOUT, Endpoint, Processes

@@ -9,7 +9,7 @@ from pycyphal.transport.can import CANTransport
 from pycyphal.transport.redundant import RedundantTransport
 from pycyphal.transport.udp import UDPTransport
 
-from servo_node.transport import UdpmcIfaceError, make_transport
+from cyphal_common.transport import UdpmcIfaceError, make_transport
 
 from .conftest import DsdlEnv, Endpoint, random_endpoint
 

@@ -22,7 +22,7 @@ from pycyphal.transport import (
 from pycyphal.transport.can import CANTransport
 from pycyphal.transport.can.media import DataFrame, Envelope, FilterConfiguration, FrameFormat
 
-from servo_node.transport import UDPMulticastMedia
+from cyphal_common.transport import UDPMulticastMedia
 
 from .conftest import RECEIVE_TIMEOUT, Endpoint, random_endpoint
 

@@ -18,7 +18,7 @@ from pycyphal.transport import (
 from pycyphal.transport.can import CANTransport
 from pycyphal.transport.redundant import RedundantTransport
 
-from servo_node.transport import UDPMulticastMedia, udpmc_transport
+from cyphal_common.transport import UDPMulticastMedia, udpmc_transport
 
 from .conftest import RECEIVE_TIMEOUT, Endpoint, random_endpoint
 

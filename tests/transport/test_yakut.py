@@ -20,7 +20,7 @@ from pycyphal.transport import (
     Transfer,
 )
 
-from servo_node.transport import make_transport, yakut_transport_expression
+from cyphal_common.transport import make_transport, yakut_transport_expression
 
 from .conftest import RECEIVE_TIMEOUT, DsdlEnv, Endpoint, Processes, clean_env
 

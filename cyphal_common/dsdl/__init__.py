@@ -1,4 +1,9 @@
-"""Compile the project's DSDL once into a cache keyed by the content of ``dsdl/`` and make it importable.
+"""The project's DSDL (the root namespace folders beside this file) and its compilation into an importable cache.
+
+This folder holds our own ``uavcan``, ``zubax`` and ``reg`` (UDRAL) definitions, bit-compatible with the public
+ones (``tests/dsdl`` checks that). Nothing here runs at import: entry points (the ``servo-node`` and
+``sim-plant`` commands, ``tests/conftest.py``, the bench scripts) call :func:`ensure_compiled` before they import
+generated types or ``pycyphal.application`` (which itself imports the ``uavcan`` namespace).
 
 pycyphal's own import hook compiles a namespace only if its output folder is missing, so it never notices edits.
 Here the output folder name carries a hash of every ``.dsdl`` file (and the compiler versions), so an edit
@@ -7,7 +12,7 @@ selects a new folder and triggers a recompile; an unchanged tree reuses the cach
 Environment variables:
 
 ==========================  ==============================================================================
-``CYPHAL_SERVO_DSDL``       DSDL source folder holding root namespace folders (default: ``<repo>/dsdl``).
+``CYPHAL_SERVO_DSDL``       DSDL source folder holding root namespace folders (default: this folder).
 ``CYPHAL_SERVO_CACHE``      Cache root (default: ``$XDG_CACHE_HOME/cyphal-servo`` or ``~/.cache/cyphal-servo``).
 ==========================  ==============================================================================
 
@@ -25,21 +30,29 @@ import sys
 import tempfile
 from pathlib import Path
 
-DEFAULT_DSDL_DIR = Path(__file__).resolve().parent.parent / "dsdl"
-"""The DSDL tree shipped with the project (an editable install or a source checkout)."""
+DEFAULT_DSDL_DIR = Path(__file__).resolve().parent
+"""The DSDL tree shipped with the package: the root namespace folders beside this file."""
 
 _COMPLETE_MARKER = ".complete"
 
 
 def dsdl_dir() -> Path:
-    """The DSDL source folder: ``CYPHAL_SERVO_DSDL`` or the project's ``dsdl/``."""
+    """The DSDL source folder: ``CYPHAL_SERVO_DSDL`` or :data:`DEFAULT_DSDL_DIR`."""
     return Path(os.environ.get("CYPHAL_SERVO_DSDL", str(DEFAULT_DSDL_DIR))).resolve()
 
 
 def root_namespace_dirs(source: Path | None = None) -> list[Path]:
-    """Root namespace folders (``uavcan``, ``zubax``, ``reg``, …) below the source folder."""
+    """Root namespace folders (``uavcan``, ``zubax``, ``reg``, …) below the source folder.
+
+    Only folders whose name is an identifier not starting with ``_`` or ``.`` and that hold ``.dsdl`` files count:
+    the default source folder is also a Python package, so ``__pycache__`` and the like sit beside the namespaces.
+    """
     src = source or dsdl_dir()
-    return sorted(p for p in src.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return sorted(
+        p
+        for p in src.iterdir()
+        if p.is_dir() and p.name.isidentifier() and not p.name.startswith("_") and any(p.rglob("*.dsdl"))
+    )
 
 
 def cache_root() -> Path:

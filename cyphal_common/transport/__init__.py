@@ -1,4 +1,4 @@
-"""Transport construction for the servo node: pycyphal's standard transports plus a multicast virtual CAN bus.
+"""Transports for both applications: pycyphal's standard transports plus a multicast virtual CAN bus (udpmc).
 
 ``make_transport(registry)`` honours the standard ``uavcan.*`` transport registers exactly like
 ``pycyphal.application.make_transport`` (``uavcan.node.id``, ``uavcan.udp.*``, ``uavcan.serial.*``,
@@ -27,11 +27,11 @@ Environment form: ``UAVCAN__CAN__IFACE='udpmc:239.74.163.2' UAVCAN__CAN__MTU=64 
 yakut builds its transport with pycyphal's own factory, which does not know ``udpmc:``; instead give it a
 transport expression (``--transport`` or ``YAKUT_TRANSPORT``), which yakut evaluates with builtins available::
 
-    YAKUT_TRANSPORT='__import__("servo_node.transport",fromlist=["udpmc_transport"]).udpmc_transport("239.74.163.2",100,64)'
+    YAKUT_TRANSPORT='__import__("cyphal_common.transport",fromlist=["udpmc_transport"]).udpmc_transport("239.74.163.2",100,64)'
 
 (group string, yakut's node-ID or ``None`` for anonymous, MTU); the group string may hold several
 space-separated groups for a redundant transport. ``yakut_transport_expression(group, node_id, mtu)`` builds it.
-yakut must run with a Python where ``servo_node`` is importable (this project's venv).
+yakut must run with a Python where ``cyphal_common`` is importable (this project's venv).
 """
 
 from ._factory import (

@@ -91,7 +91,7 @@ def yakut_transport_expression(group: str | Sequence[str], node_id: int | None, 
         parse_udpmc_iface(spec)  # Fail here, not inside yakut.
     nid = "None" if node_id is None else str(int(node_id))
     return (
-        '__import__("servo_node.transport",fromlist=["udpmc_transport"])'
+        '__import__("cyphal_common.transport",fromlist=["udpmc_transport"])'
         f".udpmc_transport({json.dumps(groups)},{nid},{int(mtu)})"
     )
 

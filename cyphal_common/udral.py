@@ -3,29 +3,26 @@
 ``reg.udral.physics.dynamics.rotation.Planar.0.1`` / ``translation.Linear.0.1`` carry (position, velocity,
 acceleration, torque/force) in ``uavcan.si.unit`` wrappers; the ``…Ts`` variants add a timestamp. Used by the
 servo node's remote drive, by ``sim-plant`` and by tests, so that both ends of the link agree by construction.
+Imports generated types: compile the DSDL first (:func:`cyphal_common.dsdl.ensure_compiled`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import _dsdl
-
-_dsdl.ensure_compiled()
-
-import reg.udral.physics.dynamics.rotation as rot  # noqa: E402
-import reg.udral.physics.dynamics.translation as lin  # noqa: E402
-import reg.udral.physics.kinematics.rotation as rot_kin  # noqa: E402
-import reg.udral.physics.kinematics.translation as lin_kin  # noqa: E402
-import uavcan.si.unit.acceleration as si_acc  # noqa: E402
-import uavcan.si.unit.angle as si_angle  # noqa: E402
-import uavcan.si.unit.angular_acceleration as si_ang_acc  # noqa: E402
-import uavcan.si.unit.angular_velocity as si_ang_vel  # noqa: E402
-import uavcan.si.unit.force as si_force  # noqa: E402
-import uavcan.si.unit.length as si_length  # noqa: E402
-import uavcan.si.unit.torque as si_torque  # noqa: E402
-import uavcan.si.unit.velocity as si_vel  # noqa: E402
-import uavcan.time  # noqa: E402
+import reg.udral.physics.dynamics.rotation as rot
+import reg.udral.physics.dynamics.translation as lin
+import reg.udral.physics.kinematics.rotation as rot_kin
+import reg.udral.physics.kinematics.translation as lin_kin
+import uavcan.si.unit.acceleration as si_acc
+import uavcan.si.unit.angle as si_angle
+import uavcan.si.unit.angular_acceleration as si_ang_acc
+import uavcan.si.unit.angular_velocity as si_ang_vel
+import uavcan.si.unit.force as si_force
+import uavcan.si.unit.length as si_length
+import uavcan.si.unit.torque as si_torque
+import uavcan.si.unit.velocity as si_vel
+import uavcan.time
 
 _NAN = float("nan")
 

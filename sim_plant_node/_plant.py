@@ -1,6 +1,6 @@
 """The joint behind the ``sim-plant`` node: setpoint interpretation and a thread stepping it in real time.
 
-Kept free of pycyphal so that the semantics can be unit-tested without a bus; :mod:`sim_plant.node` wires it up.
+Kept free of pycyphal so that the semantics can be unit-tested without a bus; :mod:`sim_plant_node._app` wires it up.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 import threading
 import time
 
-from sim_plant._joint import Joint, JointParams
+from sim_plant import Joint, JointParams
 
 _logger = logging.getLogger(__name__)
 

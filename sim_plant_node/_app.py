@@ -1,74 +1,11 @@
-"""``sim-plant``: one simulated joint as its own Cyphal node, a drive speaking the UDRAL servo interface.
+"""The ``sim-plant`` node: its registers, the ports bridged to a :class:`~sim_plant_node._plant.Plant`, and run().
 
-Lets the servo node (or yakut) drive a Webots-semantics joint over a real bus instead of hardware. Node name
-``io.github.cyphal_servo.sim_plant``; heartbeat, GetInfo and the register services as pycyphal provides; the
-heartbeat mode is INITIALIZATION while the numba kernels compile/load, then OPERATIONAL.
-
-Ports (UDRAL service ``servo``; each is configured by its ``uavcan.{pub,sub}.<name>.id`` register, e.g. env
-``UAVCAN__SUB__SERVO__SETPOINT__ID=1200``; an unset port, ID 65535, is simply off):
-
-=====================  ====  ===================================================================================
-``servo.setpoint``     sub   ``reg.udral.physics.dynamics.rotation.Planar.0.1`` (``sim.kind`` rotational) or
-                             ``…translation.Linear.0.1`` (linear); interpreted as below.
-``servo.readiness``    sub   ``reg.udral.service.common.Readiness.0.1``; only ENGAGED applies setpoints.
-``servo.dynamics``     pub   ``…rotation.PlanarTs.0.1`` / ``…translation.LinearTs.0.1`` at ``sim.publish_rate``:
-                             position, velocity, acceleration and the motor's torque/force; the timestamp is the
-                             host's monotonic clock in µs (shared by every process on the host).
-``servo.feedback``     pub   ``reg.udral.service.actuator.common.Feedback.0.1`` at ``sim.publish_rate``: effective
-                             readiness and health; demand_factor_pct = |motor force| / available motor force in
-                             percent, negative while the force opposes the motion.
-``servo.status``       pub   ``reg.udral.service.actuator.common.Status.0.1`` at 1 Hz: temperatures NaN (not
-                             simulated), error_count = rejected setpoints since the last transition to ENGAGED.
-=====================  ====  ===================================================================================
-
-Semantics. The joint is *engaged* while the latest readiness is ENGAGED and both a readiness message and a
-setpoint arrived within ``CONTROL_TIMEOUT_S`` (1 s); otherwise it is passive: the motor is off (Webots
-``set_force(0)``), the joint coasts under spring, damper and static friction. Without a readiness port the
-joint is never engaged. Setpoint fields set to NaN are unset:
-
-* position finite → position control ``set_position(p)``, ``set_velocity(|v|)`` (NaN: ``max_velocity``);
-* position NaN, velocity finite → velocity control ``set_position(+inf)``, ``set_velocity(v)`` (signed);
-* in both, a finite torque/force is the motor force limit ``set_motor_force(min(|f|, max_force))`` (NaN: max_force);
-* only torque/force finite → force control ``set_force(f)`` (clipped to ±``max_force``);
-* everything NaN → no change (but it counts as a setpoint for the control timeout);
-* any infinite field → the setpoint is rejected: counted, health ADVISORY for 1 s, and it does not count for the
-  control timeout (a controller sending only garbage is a silent one).
-
-The acceleration field is ignored (the joint's acceleration limit is the ``sim.acceleration`` register). On
-engaging, the latest valid setpoint is applied; if there was none the joint stays passive until one arrives.
-
-Registers (all persisted in the register file; environment form ``SIM__MAX_FORCE=20`` etc., read at startup):
-
-========================  =========  =============================================================================
-``sim.kind``              string     ``rotational`` (rad, N·m, kg·m²) or ``linear`` (m, N, kg); selects the types.
-``sim.inertia``           real64     Moment of inertia or mass of the moved body, > 0. Default 1.
-``sim.max_velocity``      real64     Velocity limit (Webots maxVelocity), ≥ 0. Default 100.
-``sim.max_force``         real64     Largest motor torque/force (Webots maxForce), ≥ 0. Default 100.
-``sim.control_p``         real64     P gain of the position controller [1/s], ≥ 0. Default 10.
-``sim.acceleration``      real64     Acceleration limit of the controller, ≥ 0, or −1 = unlimited. Default −1.
-``sim.position``          real64     Initial position. Default 0.
-``sim.min_position``      real64     Soft limits clipping the target position; both 0 = off. Default 0.
-``sim.max_position``      real64     Default 0.
-``sim.min_stop``          real64     Hard stops (≤ 0 and ≥ 0) the joint cannot pass; both 0 = off. Default 0.
-``sim.max_stop``          real64     Default 0.
-``sim.spring_constant``   real64     Spring toward position 0, ≥ 0. Default 0.
-``sim.damping_constant``  real64     Viscous damping, ≥ 0. Default 0.
-``sim.static_friction``   real64     Static/Coulomb friction, ≥ 0. Default 0.
-``sim.step_rate``         real64     Physics stepping rate [Hz], > 0. Default 1000.
-``sim.publish_rate``      real64     Rate of ``servo.dynamics`` and ``servo.feedback`` [Hz], > 0. Default 100.
-========================  =========  =============================================================================
-
-Invalid values stop the node at startup with an error naming the register (exit status 2).
-
-Stepping: a dedicated thread (:class:`sim_plant._node_plant.Plant`) wakes at absolute deadlines of
-``sim.step_rate`` and steps the joint by the *measured* monotonic time since its previous step, so simulated time
-equals wall time however late the wake-up (the kernel sub-steps internally and releases the GIL); a lock guards
-the joint. The asyncio side only issues commands and samples.
+Imports generated DSDL types and ``pycyphal.application`` at the top: :func:`sim_plant_node.main` compiles the
+DSDL before importing this module (see :mod:`cyphal_common.dsdl`).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -77,38 +14,27 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from servo_node import _dsdl
+import pycyphal
+import pycyphal.application
+import reg.udral.service.actuator.common as actuator
+import reg.udral.service.common as common
+import uavcan.node
+import uavcan.si.unit.temperature as si_temp
+import uavcan.time
+from pycyphal.application import register
+from pycyphal.application.heartbeat_publisher import Health, Mode
 
-_dsdl.ensure_compiled()
+from cyphal_common.joint_registers import JOINT_SPECS, joint_params
+from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
+from cyphal_common.transport import make_transport
+from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
+from sim_plant import JointParams
 
-import pycyphal  # noqa: E402
-import pycyphal.application  # noqa: E402
-import reg.udral.service.actuator.common as actuator  # noqa: E402
-import reg.udral.service.common as common  # noqa: E402
-import uavcan.node  # noqa: E402
-import uavcan.si.unit.temperature as si_temp  # noqa: E402
-import uavcan.time  # noqa: E402
-from pycyphal.application import register  # noqa: E402
-from pycyphal.application.heartbeat_publisher import Health, Mode  # noqa: E402
-
-from servo_node.drive.udral_messages import (  # noqa: E402
-    dynamics_ts_type,
-    dynamics_type,
-    make_dynamics_ts,
-    read_dynamics,
-)
-from sim_plant._joint import JointParams  # noqa: E402
-from sim_plant._node_plant import (  # noqa: E402
-    Command,
-    Plant,
-    Sample,
-    SetpointRejectedError,
-    demand_factor_pct,
-    interpret,
-)
+from ._plant import Command, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
 
 NODE_NAME = "io.github.cyphal_servo.sim_plant"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
@@ -122,27 +48,14 @@ STATUS_PERIOD_S = 1.0
 SUPERVISE_PERIOD_S = 0.02
 """How often the control timeout is checked."""
 
-DEFAULT_REGISTRY = "sim_plant.db"
+_RATE = scalar(lambda x: x > 0.0, "> 0 [Hz]")
 
-_JOINT_REGISTERS: dict[str, float | str] = {
-    "kind": "rotational",
-    "inertia": 1.0,
-    "max_velocity": 100.0,
-    "max_force": 100.0,
-    "control_p": JointParams.control_p,
-    "acceleration": JointParams.acceleration,
-    "position": JointParams.position,
-    "min_position": JointParams.min_position,
-    "max_position": JointParams.max_position,
-    "min_stop": JointParams.min_stop,
-    "max_stop": JointParams.max_stop,
-    "spring_constant": JointParams.spring_constant,
-    "damping_constant": JointParams.damping_constant,
-    "static_friction": JointParams.static_friction,
+SPECS: Mapping[str, RegisterSpec] = {
+    **JOINT_SPECS,
+    "sim.step_rate": RegisterSpec(real64(1000.0), _RATE),
+    "sim.publish_rate": RegisterSpec(real64(100.0), _RATE),
 }
-"""``sim.<field>`` registers of the joint and their defaults (JointParams' except the limits)."""
-
-_RATE_REGISTERS: dict[str, float] = {"step_rate": 1000.0, "publish_rate": 100.0}
+"""The node's registers: the joint's (:data:`cyphal_common.joint_registers.JOINT_SPECS`) and the two rates."""
 
 _logger = logging.getLogger(__name__)
 
@@ -151,26 +64,17 @@ class ConfigError(ValueError):
     """A register holds an invalid value; the message names the register."""
 
 
-def load_config(registry: Any) -> tuple[JointParams, float, float]:
-    """Declare the ``sim.*`` registers (defaults, environment) and return (joint params, step rate, publish rate)."""
-    values: dict[str, Any] = {}
-    for name, default in {**_JOINT_REGISTERS, **_RATE_REGISTERS}.items():
-        proxy = registry.setdefault(f"sim.{name}", register.ValueProxy(default))
-        try:
-            values[name] = str(proxy) if isinstance(default, str) else float(proxy)
-        except (TypeError, ValueError) as ex:
-            raise ConfigError(f"register sim.{name}: {ex}") from ex
+def load_config(registry: register.Registry) -> tuple[JointParams, float, float]:
+    """Declare the ``sim.*`` registers (defaults, environment) and return (joint params, step rate, publish rate).
+
+    :raises ConfigError: a register holds an invalid value; the message names the register.
+    """
     try:
-        params = JointParams(**{k: values[k] for k in _JOINT_REGISTERS})
+        declare(registry, SPECS)
+        params = joint_params(registry)
     except ValueError as ex:
-        raise ConfigError(f"register sim.{ex}") from ex  # JointParams names the field first.
-    rates = []
-    for name in _RATE_REGISTERS:
-        x = values[name]
-        if not (math.isfinite(x) and x > 0.0):
-            raise ConfigError(f"register sim.{name} must be a finite positive rate [Hz], got {x!r}")
-        rates.append(x)
-    return params, rates[0], rates[1]
+        raise ConfigError(str(ex)) from ex
+    return params, float(registry["sim.step_rate"].floats[0]), float(registry["sim.publish_rate"].floats[0])
 
 
 def _software_version() -> uavcan.node.Version_1_0:
@@ -344,15 +248,17 @@ class SimPlantNode:
         )
 
 
+def _log_refused(name: str, reason: str) -> None:
+    _logger.warning("Refused a write of %s: %s", name, reason)
+
+
 async def run(registry_file: str | None) -> int:
     """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration)."""
-    make_transport: Any
     try:
-        from servo_node.transport import make_transport
-    except ImportError:  # The project's transport factory is optional; pycyphal's covers the standard ifaces.
-        make_transport = pycyphal.application.make_transport
-
-    registry = pycyphal.application.make_registry(registry_file, environment_variables=dict(os.environ))
+        registry = ValidatingRegistry(registry_file, SPECS, dict(os.environ), on_refused=_log_refused)
+    except ValueError as ex:
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
     try:
         params, step_rate, publish_rate = load_config(registry)
         transport = make_transport(registry)
@@ -398,28 +304,3 @@ async def run(registry_file: str | None) -> int:
         if plant is not None:
             plant.close()
         node.close()  # Closes the registry too.
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Console entry point ``sim-plant``."""
-    ap = argparse.ArgumentParser(prog="sim-plant", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    ap.add_argument(
-        "--registry",
-        default=DEFAULT_REGISTRY,
-        help=f"register file (default: {DEFAULT_REGISTRY} in the current directory; ':memory:' or '' for none)",
-    )
-    ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
-    logging.getLogger("pycyphal").setLevel(logging.WARNING)  # Its DEBUG/INFO is per-frame noise.
-    if args.verbose:
-        logging.getLogger("sim_plant").setLevel(logging.DEBUG)
-    registry_file = None if args.registry in ("", ":memory:") else args.registry
-    try:
-        return asyncio.run(run(registry_file))
-    except KeyboardInterrupt:
-        return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

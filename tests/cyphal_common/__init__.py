@@ -1,0 +1,1 @@
+"""Tests of ``cyphal_common``: the plumbing both applications share."""

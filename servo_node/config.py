@@ -24,6 +24,7 @@ from .control import Envelope, LoopConfig
 from .drive import Drive, SimDrive
 from .errors import ConfigurationError
 from .registers import ServoRegistry
+from .setpoint import Floors
 
 DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
 """Position gain of the velocity law [1/s] when the register holds 0. Over a bus the loop closes through the
@@ -33,6 +34,10 @@ the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded ho
 STOP_FLOOR_FRACTION = 0.05
 """A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers
 say, so that every stop from inside the envelope ends within a bound that is small compared to the motion."""
+
+SETPOINT_FLOOR_FRACTION = 1e-4
+"""A setpoint's acceleration, jerk and force limits must be at least this fraction of the envelope's: below it a
+motion would take practically forever (a jerk of 1e-45 plans a stop of 1e46 s) — such setpoints are refused."""
 
 MAX_GAIN_PERIODS = 0.5
 """The velocity gain k is capped at this / period (k·T ≤ 0.5): the sampled loop then converges without
@@ -67,6 +72,12 @@ def envelope_from_registers(reg: ServoRegistry) -> Envelope:
     f = reg.real("servo.envelope.force") or derived[2]
     j = reg.real("servo.envelope.jerk") or a * reg.real("servo.loop_rate") / 20.0
     return Envelope(velocity=v, acceleration=a, jerk=j, force=f)
+
+
+def setpoint_floors(env: Envelope) -> Floors:
+    """The smallest limits a setpoint may ask for (see :data:`SETPOINT_FLOOR_FRACTION`)."""
+    k = SETPOINT_FLOOR_FRACTION
+    return Floors(acceleration=k * env.acceleration, jerk=k * env.jerk, force=k * env.force)
 
 
 def loop_config(reg: ServoRegistry, notes: list[str] | None = None) -> LoopConfig:

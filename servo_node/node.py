@@ -32,12 +32,12 @@ from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from .arming import ArmingGate, ServoState
-from .config import drive_from_registers, loop_config
+from .config import drive_from_registers, loop_config, setpoint_floors
 from .control import ControlLoop, LoopConfig, LoopSample
 from .drive import Drive
 from .errors import ConfigurationError, ErrorCode
 from .registers import ServoRegistry
-from .setpoint import ProfileLimits, Rejected, Setpoint, interpret
+from .setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
@@ -82,6 +82,7 @@ class ServoNode:
         self._node: pycyphal.application.Node | None = None
         self._loop: ControlLoop | None = None
         self._drive: Drive | None = None
+        self._floors = Floors()
         self._fault = ""
         """Why the servo cannot actuate at all (configuration); empty when it can."""
         self._gate = ArmingGate(False, 0.5)
@@ -179,6 +180,7 @@ class ServoNode:
         notes: list[str] = []
         try:
             config = loop_config(reg, notes)
+            self._floors = setpoint_floors(config.envelope)
             self._fault = ""
         except ConfigurationError as ex:
             self._fault = str(ex)
@@ -255,6 +257,7 @@ class ServoNode:
             msg.profile_jerk,
             defaults,
             reg.real("servo.torque_limit"),
+            self._floors,
         )
         if isinstance(result, Rejected):
             self._reject(result.reason, now)

@@ -62,6 +62,17 @@ class Rejection(IntEnum):
     VELOCITY_LIMITS = 3
     ACCELERATION_LIMITS = 4
     JERK_LIMIT = 5
+    BELOW_MINIMUM = 6
+    """A limit so small the motion (or its stop) would take practically forever: refused, not followed."""
+
+
+@dataclass(frozen=True)
+class Floors:
+    """The smallest acceleration and jerk limits and force limit a setpoint may ask for (magnitudes)."""
+
+    acceleration: float = 0.0
+    jerk: float = 0.0
+    force: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,12 @@ def interpret(
     jerk: float,
     defaults: ProfileLimits,
     default_force_limit: float,
+    floors: Floors = Floors(),
 ) -> Setpoint | Rejected:
-    """Validate the fields of a servo command and fill the defaults; see the module docstring for the rules."""
+    """Validate the fields of a servo command and fill the defaults; see the module docstring for the rules.
+
+    Limits above the envelope are the loop's to clip; limits below ``floors`` are rejected here.
+    """
     vr, vf = (float(x) for x in velocity_reverse_forward)
     dec, acc = (float(x) for x in deceleration_acceleration)
     values = {
@@ -122,6 +137,14 @@ def interpret(
         j_max = float(jerk)
     limits = ProfileLimits(v_min, v_max, a_min, a_max, j_max)
     force_limit = float(force) if force > 0.0 else default_force_limit
+    for name, x, lo in (
+        ("profile deceleration", -a_min, floors.acceleration),
+        ("profile acceleration", a_max, floors.acceleration),
+        ("profile jerk", j_max, floors.jerk),
+        ("force limit", force_limit, floors.force),
+    ):
+        if x < lo:
+            return Rejected(Rejection.BELOW_MINIMUM, f"{name} {x:.3g} is below the minimum {lo:.3g}")
 
     position = float(position)
     velocity = float(velocity)

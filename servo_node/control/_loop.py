@@ -108,7 +108,8 @@ class LoopConfig:
         j_s = min(self.stop_jerk, env.jerk)
         ramp = (env.acceleration + a_s) / j_s
         v_peak = env.velocity + env.acceleration**2 / (2.0 * j_s)
-        return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + self.rest_time_s + 2.0 / self.rate_hz
+        rest_ticks = max(2.0, math.ceil(self.rest_time_s * self.rate_hz)) + 2.0
+        return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + rest_ticks / self.rate_hz
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> No
     st[L.ST_STOP_T0] = now
     st[L.ST_STOP_TOOK] = np.nan
     st[L.ST_STOP_PLANNED] = profile_duration(A.prof)
-    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX]
+    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX] + (cfg[L.K_REST_TICKS] + 1.0) * cfg[L.K_PERIOD]
     st[L.ST_REST_TICKS] = 0.0
     st[L.ST_PRE_BRAKE] = 0.0
     st[L.ST_FLIM] = cfg[L.K_ENV_F]  # A stop may use the envelope's force, whatever the last setpoint allowed.
@@ -174,11 +174,10 @@ def _clip_limits(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> float:
 
 @njit(cache=True, nogil=True)
 def _same_motion(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> bool:
-    """True if command ``c``, clipped into the envelope, asks for the motion in force (``act``)."""
+    """True if command ``c``, clipped into the envelope, asks for the motion of ``act`` (mode aside)."""
     ev, ea, ej, ef = cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F]
     return (
-        c[L.C_MODE] == act[L.C_MODE]
-        and c[L.C_PT] == act[L.C_PT]
+        c[L.C_PT] == act[L.C_PT]
         and c[L.C_VT] == act[L.C_VT]
         and max(c[L.C_VMIN], -ev) == act[L.C_VMIN]
         and min(c[L.C_VMAX], ev) == act[L.C_VMAX]
@@ -207,7 +206,9 @@ def take_command(now: float, A: LoopArrays) -> None:
             return  # No drive to command, or a stop still braking: motion is refused until the cause clears.
         if st[L.ST_MODE] == L.MODE_STOP and st[L.ST_ERROR] != E_NONE and engaged:
             return  # A stop after an error runs to rest before anything else moves.
-        if engaged and st[L.ST_MODE] == mode and _same_motion(c, act, cfg):
+        if st[L.ST_ERROR] == E_FOLLOWING and _same_motion(c, act, cfg):
+            return  # The joint could not follow this motion: only a different setpoint tries again.
+        if engaged and st[L.ST_MODE] == mode and act[L.C_MODE] == mode and _same_motion(c, act, cfg):
             act[L.C_RX_T] = rx_t  # The same setpoint again: it only keeps the command alive.
             return
         limited = _clip_limits(c, act, cfg)
@@ -284,11 +285,11 @@ def reference(now: float, A: LoopArrays) -> bool:
             ):
                 st[L.ST_SETTLED] = t
         elif mode == L.MODE_STOP and t >= st[L.ST_STOP_PLANNED]:
-            # The reference is at rest; hold its final position until the joint is at rest too.
-            if m[L.M_FRESH] == 1.0 and abs(m[L.M_V]) <= cfg[L.K_REST_VELOCITY]:
-                st[L.ST_REST_TICKS] += 1.0
-            else:
-                st[L.ST_REST_TICKS] = 0.0
+            # The reference is at rest; hold its final position until the joint is at rest too: once it is within
+            # the arrival tolerance (or slow enough), command zero velocity so it comes to rest exactly there.
+            fresh = m[L.M_FRESH] == 1.0
+            at_rest = fresh and abs(m[L.M_V]) <= cfg[L.K_REST_VELOCITY]
+            st[L.ST_REST_TICKS] = st[L.ST_REST_TICKS] + 1.0 if at_rest else 0.0
             if st[L.ST_REST_TICKS] > cfg[L.K_REST_TICKS]:
                 st[L.ST_STOP_TOOK] = now - st[L.ST_STOP_T0]
                 if st[L.ST_ERROR] == E_STOP_TIMEOUT:
@@ -297,7 +298,8 @@ def reference(now: float, A: LoopArrays) -> bool:
             else:
                 if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND]:
                     _set_error(st, E_STOP_TIMEOUT)
-                braking = st[L.ST_REST_TICKS] > 0.0 or st[L.ST_ERROR] == E_STOP_TIMEOUT
+                near = fresh and abs(ref[0] - m[L.M_P]) <= cfg[L.K_ARRIVAL_TOLERANCE]
+                braking = at_rest or near or st[L.ST_ERROR] == E_STOP_TIMEOUT
     if st[L.ST_ENGAGED] == 0.0:
         ref[0] = m[L.M_P]
         ref[1] = 0.0
@@ -311,7 +313,8 @@ def reference(now: float, A: LoopArrays) -> bool:
 def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
     """(v_cmd, f_cmd): velocity ``v = v_ref + k·e`` or computed torque ``τ = J·a_ref + K_p·e + K_d·ė``.
 
-    Braking (a stop's hold at rest or past its bound): velocity 0 exactly. Without fresh feedback (drive lost):
+    Braking (a stop's hold near its end, at rest, or past its bound): velocity 0 exactly, or in torque mode the
+    deadbeat force −J·v/T that stops the joint within one period. Without fresh feedback (drive lost):
     feed-forward only. Disengaged: NaN (nothing commanded).
     """
     st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
@@ -324,6 +327,9 @@ def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
         if braking:
             return 0.0, flim
         return ref[5] + cfg[L.K_VELOCITY_GAIN] * e, flim  # A finite force beside a velocity is its limit.
+    if braking and fresh:
+        f = -cfg[L.K_INERTIA] * m[L.M_V] / cfg[L.K_PERIOD]  # Deadbeat: the force that stops J within one period.
+        return np.nan, min(max(f, -flim), flim)
     de = ref[1] - m[L.M_V] if fresh else 0.0
     f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * de
     return np.nan, min(max(f, -flim), flim)

@@ -11,9 +11,11 @@ def test_stale_kernels_are_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setattr(_kernel_cache, "_ROOT", tmp_path)
     monkeypatch.setattr(_kernel_cache, "_SOURCES", ("a", "b"))
-    for folder in ("a", "b"):
+    monkeypatch.setattr(_kernel_cache, "_SHARED_FILES", ("c/shared.py",))
+    for folder in ("a", "b", "c"):
         (tmp_path / folder / "__pycache__").mkdir(parents=True)
         (tmp_path / folder / "k.py").write_text("x = 1\n")
+    (tmp_path / "c" / "shared.py").write_text("CODE = 1\n")
     cached = tmp_path / "b" / "__pycache__" / "k.f-1.py311.nbi"
     cached.write_text("")
     assert _kernel_cache.invalidate_if_sources_changed()  # No stamp yet: unknown provenance.
@@ -22,5 +24,9 @@ def test_stale_kernels_are_dropped(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert not _kernel_cache.invalidate_if_sources_changed()
     assert cached.exists()
     (tmp_path / "a" / "k.py").write_text("x = 2\n")  # Another file than the cached one changes.
+    assert _kernel_cache.invalidate_if_sources_changed()
+    assert not cached.exists()
+    cached.write_text("")
+    (tmp_path / "c" / "shared.py").write_text("CODE = 2\n")  # A shared module compiled into the kernels.
     assert _kernel_cache.invalidate_if_sources_changed()
     assert not cached.exists()

@@ -3,7 +3,8 @@
 Direction-relative acceleration limits: a_min <= a <= a_max while v >= 0 and -a_max <= a <= -a_min
 while v < 0 (a_max limits speeding up, |a_min| slowing down).  Kernels (``plan_into``,
 ``sample_into``, ``profile_duration``) run without allocation inside other numba code; ``plan``,
-``plan_batch`` and ``sample_batch`` are the Python API.
+``plan_batch`` and ``sample_batch`` are the Python API.  The velocity interface (``plan_velocity_into``,
+``plan_velocity``) plans the time-optimal change to a target velocity into the same profile layout.
 
 Fastest single plan from Python: ``fast_plan_into()`` returns ``plan_into`` compiled for ten floats and a
 profile from ``new_profile()``, skipping numba's per-call type dispatch (the caller guarantees the types)::
@@ -18,7 +19,17 @@ from __future__ import annotations
 
 from ._kernels import plan_batch_into, plan_into, profile_duration, sample_batch_into, sample_into
 from ._profile import MAX_PHASES, PROFILE_SIZE
-from ._trajectory import Status, Trajectory, fast_plan_into, new_profile, plan, plan_batch, sample_batch
+from ._trajectory import (
+    Status,
+    Trajectory,
+    fast_plan_into,
+    new_profile,
+    plan,
+    plan_batch,
+    plan_velocity,
+    sample_batch,
+)
+from ._velocity import plan_velocity_into
 
 __all__ = [
     "MAX_PHASES",
@@ -31,6 +42,8 @@ __all__ = [
     "plan_batch",
     "plan_batch_into",
     "plan_into",
+    "plan_velocity",
+    "plan_velocity_into",
     "profile_duration",
     "sample_batch",
     "sample_batch_into",

@@ -84,3 +84,56 @@ def brake(  # type: ignore[no-untyped-def]
             d, v, a = advance(v, a, 0.0, tp)
             dp += d
     return n, dp, v, a
+
+
+@njit(cache=True, nogil=True)
+def brake_rule_acc(  # type: ignore[no-untyped-def]
+    v: float, a: float, up: float, dn: float, prof, n: int,
+) -> tuple[int, float, float]:
+    """Append phases bringing a inside the direction-relative bounds at full jerk; return (phase count, v, a).
+
+    Bounds (normalised, positive up/dn): [-dn, up] while moving forward (v > 0, or v = 0 with a >= 0),
+    [-up, dn] while moving backward.  The ramp towards the box stops where v crosses 0 (the bounds switch
+    there) and, if a is still outside the other side's box, goes on against that one.  A state inside its box
+    that must still cross v = 0 with a beyond the other side's bound (slowing at |a| > up too close to v = 0 to
+    ease to up in time) keeps the jerk at its limit until |a| = up: the least violation there is.
+    Acceleration only (no velocity limits): the start of a velocity change.
+    """
+    for _ in range(2):
+        sg = 1.0 if (v > 0.0 or (v == 0.0 and a >= 0.0)) else -1.0
+        vm = sg * v  # mirrored so that the motion is forward
+        am = sg * a
+        if am > up:
+            s = -1.0
+            t = am - up
+            edge = up
+        elif am < -dn:
+            s = 1.0
+            t = -dn - am
+            edge = -dn
+        else:
+            break
+        crossed = False
+        if s > 0.0 and am < 0.0 and vm > 0.0:
+            # raising a negative acceleration: v falls and may reach 0 before a reaches the box
+            disc = am * am - 2.0 * vm
+            if disc >= 0.0:
+                tc = 2.0 * vm / (-am + math.sqrt(disc))
+                if tc < t:
+                    t = tc
+                    crossed = True
+        n = push_phase(prof, n, s * sg, t)
+        _d, v, a = advance(v, a, s * sg, t)
+        if not crossed:
+            a = sg * edge
+            break
+        v = 0.0
+    sg = 1.0 if (v > 0.0 or (v == 0.0 and a >= 0.0)) else -1.0
+    vm = sg * v
+    am = sg * a
+    if am < -up and am * am - 2.0 * vm > up * up:
+        t = -up - am
+        n = push_phase(prof, n, sg, t)
+        _d, v, a = advance(v, a, sg, t)
+        a = -sg * up
+    return n, v, a

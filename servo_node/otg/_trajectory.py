@@ -11,6 +11,7 @@ from numba import types
 
 from ._kernels import plan_batch_into, plan_into, sample_batch_into, sample_into
 from ._profile import COUNT, DURATION, PROFILE_SIZE, REPAIRED, STATUS
+from ._velocity import plan_velocity_into
 
 FloatArray = npt.NDArray[np.float64]
 ArrayLike = npt.ArrayLike
@@ -105,6 +106,19 @@ def plan(
     profile = new_profile()
     plan_into(float(p0), float(v0), float(a0), float(pt), float(vt),
               float(v_min), float(v_max), float(a_min), float(a_max), float(j_max), profile)
+    return Trajectory(profile)
+
+
+def plan_velocity(
+    p0: float, v0: float, a0: float, vt: float, a_min: float, a_max: float, j_max: float,
+) -> Trajectory:
+    """Time-optimal jerk-limited change from (p0, v0, a0) to velocity vt with a = 0 (direction-relative limits).
+
+    ``duration`` is the time to reach vt; sampling after it continues at v = vt, a = 0.  Never raises for bad
+    numbers: non-finite inputs or wrong-sign limits give status INFEASIBLE.
+    """
+    profile = new_profile()
+    plan_velocity_into(float(p0), float(v0), float(a0), float(vt), float(a_min), float(a_max), float(j_max), profile)
     return Trajectory(profile)
 
 

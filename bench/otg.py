@@ -1,7 +1,8 @@
 """Speed of our OTG against Ruckig on the same random problem set (one process), plus compile/start times.
 
-Prints per-call p50/p99 (µs) from Python for both (ours through ``fast_plan_into()``, the documented
-fastest Python entry, and for reference through the ``plan_into`` dispatcher), the per-call cost inside
+Prints per-call p50/p99 (µs) from Python for both (ours through the reusable ``Planner`` object against
+Ruckig's ``calculate()``, through the bare ``fast_plan_into()`` entry point, and for reference through the
+``plan_into`` dispatcher and the convenience ``plan()``), the per-call cost inside
 numba (symmetric and asymmetric problems), batch throughput (problems/s) against Ruckig in a Python loop,
 and numba compile / warm-cache start times (also without scipy: numba imports scipy.linalg for its BLAS
 check when scipy is installed, and scipy is not a dependency of this project).
@@ -18,7 +19,7 @@ import time
 import numpy as np
 from numba import njit
 
-from servo_node.otg import PROFILE_SIZE, fast_plan_into, plan_batch, plan_into
+from servo_node.otg import PROFILE_SIZE, Planner, fast_plan_into, plan, plan_batch, plan_into
 
 N = 20_000
 
@@ -74,6 +75,32 @@ def per_call_ours(rows: np.ndarray, fast: bool = True) -> np.ndarray:
     for i, r in enumerate(lst):
         t0 = clock()
         f(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], prof)
+        times[i] = clock() - t0
+    return times / 1e3
+
+
+def per_call_planner(rows: np.ndarray) -> np.ndarray:
+    """Wall time of each ``Planner.plan`` call (the reusable planner object, Ruckig's calculate() counterpart)."""
+    planner = Planner()
+    lst = rows.tolist()
+    times = np.empty(len(lst))
+    clock = time.perf_counter_ns
+    plan = planner.plan
+    for i, r in enumerate(lst):
+        t0 = clock()
+        plan(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
+        times[i] = clock() - t0
+    return times / 1e3
+
+
+def per_call_plan(rows: np.ndarray) -> np.ndarray:
+    """Wall time of each convenience ``plan()`` call (allocates a profile and a Trajectory per call)."""
+    lst = rows.tolist()
+    times = np.empty(len(lst))
+    clock = time.perf_counter_ns
+    for i, r in enumerate(lst):
+        t0 = clock()
+        plan(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9])
         times[i] = clock() - t0
     return times / 1e3
 
@@ -140,13 +167,17 @@ def main() -> int:
     per_call_ours(rows[:200])
     _plan_all(rows[:10], np.zeros(PROFILE_SIZE))
     # interleaved in chunks so that load from other processes on a shared machine hits all three alike
-    parts: tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]] = ([], [], [])
+    per_call_planner(rows[:200])
+    per_call_plan(rows[:200])
+    parts: tuple[list[np.ndarray], ...] = ([], [], [], [], [])
     for k in range(0, N, N // 40):
         sl = slice(k, k + N // 40)
         parts[0].append(per_call_ours(rows[sl]))
         parts[1].append(per_call_ruckig(inputs[sl]))
         parts[2].append(per_call_ours(rows[sl], fast=False))
-    ours, theirs, ours_dispatch = (np.concatenate(x) for x in parts)
+        parts[3].append(per_call_planner(rows[sl]))
+        parts[4].append(per_call_plan(rows[sl]))
+    ours, theirs, ours_dispatch, ours_planner, ours_plan = (np.concatenate(x) for x in parts)
     prof = np.zeros(PROFILE_SIZE)
     t0 = time.perf_counter()
     _plan_all(rows, prof)
@@ -177,9 +208,14 @@ def main() -> int:
     print(f"OTG bench: {N} random symmetric problems (inside starts), {os.cpu_count()} CPUs, numba batch in parallel")
     print(f"{'metric':44s} {'ours':>12s} {'ruckig':>12s} {'ours/ruckig':>12s}")
     p50d = float(np.percentile(ours_dispatch, 50))
-    print(f"{'per call p50 from Python [us]':44s} {p50o:12.2f} {p50r:12.2f} {p50o / p50r:12.2f}")
-    print(f"{'per call p99 from Python [us]':44s} {p99o:12.2f} {p99r:12.2f} {p99o / p99r:12.2f}")
+    p50p, p99p = np.percentile(ours_planner, [50, 99])
+    print(f"{'Planner.plan vs calculate() p50 [us]':44s} {p50p:12.2f} {p50r:12.2f} {p50p / p50r:12.2f}")
+    print(f"{'Planner.plan vs calculate() p99 [us]':44s} {p99p:12.2f} {p99r:12.2f} {p99p / p99r:12.2f}")
+    print(f"{'per call p50 from Python, fast_plan_into [us]':44s} {p50o:12.2f} {p50r:12.2f} {p50o / p50r:12.2f}")
+    print(f"{'per call p99 from Python, fast_plan_into [us]':44s} {p99o:12.2f} {p99r:12.2f} {p99o / p99r:12.2f}")
     print(f"{'  (p50 via the plan_into dispatcher) [us]':44s} {p50d:12.2f} {p50r:12.2f} {p50d / p50r:12.2f}")
+    p50c = float(np.percentile(ours_plan, 50))
+    print(f"{'  (p50 of the convenience plan()) [us]':44s} {p50c:12.2f} {p50r:12.2f} {p50c / p50r:12.2f}")
     print(f"{'per call mean inside numba [us]':44s} {in_numba:12.2f} {'-':>12s} {'-':>12s}")
     print(f"{'  asymmetric limits (rule-aware plan) [us]':44s} {in_numba_asym:12.2f} {'-':>12s} {'-':>12s}")
     print(f"{'batch throughput [problems/s]':44s} {batch:12.0f} {loop:12.0f} {batch / loop:12.1f}")

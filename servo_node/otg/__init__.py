@@ -6,7 +6,14 @@ while v < 0 (a_max limits speeding up, |a_min| slowing down).  Kernels (``plan_i
 ``plan_batch`` and ``sample_batch`` are the Python API.  The velocity interface (``plan_velocity_into``,
 ``plan_velocity``) plans the time-optimal change to a target velocity into the same profile layout.
 
-Fastest single plan from Python: ``fast_plan_into()`` returns ``plan_into`` compiled for ten floats and a
+Fastest single plan from Python: a reusable ``Planner`` (it returns a trajectory it owns and overwrites on the
+next call, like Ruckig's ``calculate(input, trajectory)``)::
+
+    planner = Planner()
+    traj = planner.plan(p0, v0, a0, pt, vt, v_min, v_max, a_min, a_max, j_max)
+    p, v, a, j = traj.at(t)
+
+Underneath it, ``fast_plan_into()`` returns ``plan_into`` compiled for ten floats and a
 profile from ``new_profile()``, skipping numba's per-call type dispatch (the caller guarantees the types)::
 
     plan_fast = fast_plan_into()
@@ -20,9 +27,11 @@ from __future__ import annotations
 from ._kernels import plan_batch_into, plan_into, profile_duration, sample_batch_into, sample_into
 from ._profile import MAX_PHASES, PROFILE_SIZE
 from ._trajectory import (
+    Planner,
     Status,
     Trajectory,
     fast_plan_into,
+    fast_plan_velocity_into,
     new_profile,
     plan,
     plan_batch,
@@ -34,9 +43,11 @@ from ._velocity import plan_velocity_into
 __all__ = [
     "MAX_PHASES",
     "PROFILE_SIZE",
+    "Planner",
     "Status",
     "Trajectory",
     "fast_plan_into",
+    "fast_plan_velocity_into",
     "new_profile",
     "plan",
     "plan_batch",

@@ -23,7 +23,9 @@ def new_profile() -> FloatArray:
 
 
 _FAST_SIG = (types.float64,) * 10 + (types.float64[::1],)
+_FAST_VELOCITY_SIG = (types.float64,) * 7 + (types.float64[::1],)
 _fast: Callable[..., int] | None = None
+_fast_velocity: Callable[..., int] | None = None
 
 
 def fast_plan_into() -> Callable[..., int]:
@@ -45,6 +47,18 @@ def fast_plan_into() -> Callable[..., int]:
         plan_into(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0, new_profile())  # compile or load from cache
         _fast = plan_into.overloads[_FAST_SIG].entry_point
     return _fast
+
+
+def fast_plan_velocity_into() -> Callable[..., int]:
+    """``plan_velocity_into`` without numba's per-call type dispatch (seven floats and a ``new_profile()``).
+
+    The same contract as ``fast_plan_into``: the caller guarantees the types.
+    """
+    global _fast_velocity
+    if _fast_velocity is None:
+        plan_velocity_into(0.0, 0.0, 0.0, 1.0, -1.0, 1.0, 1.0, new_profile())  # compile or load from cache
+        _fast_velocity = plan_velocity_into.overloads[_FAST_VELOCITY_SIG].entry_point
+    return _fast_velocity
 
 
 class Status(IntEnum):
@@ -93,6 +107,47 @@ class Trajectory:
 
     def __repr__(self) -> str:
         return f"Trajectory(status={self.status.name}, duration={self.duration!r}, repaired={self.repaired})"
+
+
+class Planner:
+    """Reusable planner: the fastest way to plan from Python, returning a trajectory it owns and reuses.
+
+    Like Ruckig's ``calculate(input, trajectory)``, every call writes into the same profile and returns the
+    same ``Trajectory`` object (``planner.trajectory``): **the next ``plan``/``plan_velocity`` call overwrites
+    it**.  Copy what you need to keep (``Trajectory(traj.profile.copy())`` is an independent trajectory).
+    Per call it only invokes ``plan_into`` compiled for ten floats and a profile (no numba type dispatch, see
+    ``fast_plan_into``) and creates no Python objects; the status is read from the profile when asked for.
+    Arguments are numbers (ints are converted); anything else is undefined behaviour, as for ``fast_plan_into``.
+    One planner per thread: the profile is shared by its calls.
+
+        planner = Planner()
+        traj = planner.plan(p0, v0, a0, pt, vt, v_min, v_max, a_min, a_max, j_max)
+        if traj.status == Status.OK:
+            p, v, a, j = traj.at(0.001)
+    """
+
+    __slots__ = ("_plan", "_plan_velocity", "_profile", "trajectory")
+
+    def __init__(self) -> None:
+        self._profile = new_profile()
+        self._plan = fast_plan_into()
+        self._plan_velocity = fast_plan_velocity_into()
+        self.trajectory = Trajectory(self._profile)
+
+    def plan(
+        self, p0: float, v0: float, a0: float, pt: float, vt: float,
+        v_min: float, v_max: float, a_min: float, a_max: float, j_max: float,
+    ) -> Trajectory:
+        """As ``plan()``: time-optimal motion to (pt, vt, 0); returns the planner's (reused) trajectory."""
+        self._plan(p0, v0, a0, pt, vt, v_min, v_max, a_min, a_max, j_max, self._profile)
+        return self.trajectory
+
+    def plan_velocity(
+        self, p0: float, v0: float, a0: float, vt: float, a_min: float, a_max: float, j_max: float,
+    ) -> Trajectory:
+        """As ``plan_velocity()``: time-optimal change to velocity vt; returns the planner's (reused) trajectory."""
+        self._plan_velocity(p0, v0, a0, vt, a_min, a_max, j_max, self._profile)
+        return self.trajectory
 
 
 def plan(

@@ -163,14 +163,16 @@ def starts_inside(args: VArgs) -> bool:
 
 def old_duration(args: VArgs) -> tuple[float, bool]:
     """Duration from the control loop's previous solver (tighter bound across v = 0), and whether its profile
-    obeys the rule (it classifies a change by the signs of v0 and vt, which misjudges e.g. v0 = vt = 0, a0 > 0:
-    it then slows down at a_max)."""
+    obeys the rule (it classifies a change by the signs of v0 and vt, which misjudges v0 = 0 with a0 pointing
+    away from vt: it then brakes that first excursion at a_max instead of |a_min|)."""
     _p0, v0, a0, vt, a_min, a_max, j_max = args
     vp = np.zeros(VP_SIZE)
     old_plan_velocity_into(0.0, v0, a0, vt, a_min, a_max, j_max, vp)
     dur = float(vp[VP_DURATION])
-    ends = np.cumsum(vp[VP_D:VP_D + 3])
-    times = np.unique(np.concatenate((np.linspace(0.0, dur, 401), ends, ends * (1 - 1e-12), ends * (1 + 1e-12))))
+    edges = np.concatenate(([0.0], np.cumsum(vp[VP_D:VP_D + 3])))
+    # every phase sampled on its own (a violation can sit inside one short phase of a long profile)
+    inner = (edges[:-1, None] + np.diff(edges)[:, None] * np.linspace(0.0, 1.0, 65)[None, :]).ravel()
+    times = np.unique(np.concatenate((np.linspace(0.0, dur, 401), inner, edges * (1 - 1e-12), edges * (1 + 1e-12))))
     out = np.zeros(4)
     amax = max(a_max, -a_min)
     tol = 1e-9 * max(amax, abs(a0))

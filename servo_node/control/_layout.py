@@ -88,7 +88,8 @@ ST_PRE_BRAKE = 20  # 1 while a position plan waits for its envelope brake (the s
 ST_LIMITED = 21  # 1 if the active command's limits were clipped into the envelope
 ST_DECEL = 22  # deceleration magnitude of the active command (a stop uses at least this)
 ST_JERK = 23  # jerk of the active command
-N_ST = 24
+ST_EXPIRED_AT = 24  # loop time the command expired [second]
+N_ST = 25
 
 # ---- act: the command in force (a copy of cmd's fields when it was applied, limits clipped to the envelope)
 N_ACT = N_CMD
@@ -132,7 +133,8 @@ O_STOP_BOUND = 26  # bound on that stop including the hold [second]
 O_EXPIRED = 27
 O_EXPIRED_AFTER = 28
 O_LIMITED = 29
-N_OUT = 30
+O_EXPIRED_AT = 30  # loop time the command expired [second]
+N_OUT = 31
 
 # ---- timing: ring of period errors for measurement
 TIMING_RING = 1 << 16
@@ -161,7 +163,7 @@ class LoopArrays(NamedTuple):
 def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> LoopArrays:
     """Fresh arrays for one loop (NaN where a value is unknown yet)."""
     st = np.zeros(N_ST)
-    for k in (ST_SETTLED, ST_STOP_TOOK, ST_STOP_PLANNED, ST_STOP_BOUND, ST_FE_SINCE, ST_EXPIRED_AFTER):
+    for k in (ST_SETTLED, ST_STOP_TOOK, ST_STOP_PLANNED, ST_STOP_BOUND, ST_FE_SINCE, ST_EXPIRED_AFTER, ST_EXPIRED_AT):
         st[k] = np.nan
     return LoopArrays(
         cmd=np.zeros(N_CMD),

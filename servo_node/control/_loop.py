@@ -149,6 +149,8 @@ class LoopSample:
     """The command expired (deadman): no setpoint received within the timeout."""
     expired_after_s: float
     """Age of the last setpoint when it expired [second]."""
+    expired_at_s: float
+    """Loop time the command expired [second] (the monotonic clock with the real clock)."""
     limited: bool
     """The active setpoint's limits were clipped into the envelope."""
 
@@ -293,6 +295,7 @@ class ControlLoop:
             stop_bound_s=float(o[L.O_STOP_BOUND]),
             expired=bool(o[L.O_EXPIRED]),
             expired_after_s=float(o[L.O_EXPIRED_AFTER]),
+            expired_at_s=float(o[L.O_EXPIRED_AT]),
             limited=bool(o[L.O_LIMITED]),
         )
 

@@ -244,6 +244,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
     if age > cfg[L.K_DEADMAN]:
         st[L.ST_EXPIRED] = 1.0
         st[L.ST_EXPIRED_AFTER] = age
+        st[L.ST_EXPIRED_AT] = now
         stop_from(now, A)
         return
     if st[L.ST_PRE_BRAKE] != 0.0 and now - st[L.ST_T0] >= profile_duration(A.prof):
@@ -367,4 +368,5 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     out[L.O_EXPIRED] = st[L.ST_EXPIRED]
     out[L.O_EXPIRED_AFTER] = st[L.ST_EXPIRED_AFTER]
     out[L.O_LIMITED] = st[L.ST_LIMITED]
+    out[L.O_EXPIRED_AT] = st[L.ST_EXPIRED_AT]
     end_write(out)

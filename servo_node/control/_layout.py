@@ -99,8 +99,9 @@ M_P = 0
 M_V = 1
 M_A = 2
 M_F = 3
-M_FRESH = 4  # 1 while the drive's feedback is within the feedback timeout
-N_MEAS = 5
+M_FRESH = 4  # 1 while the drive's feedback is within the feedback timeout (0 silent too long, −1 not heard yet)
+M_AGE = 5  # age of the measurement [second] (0 for the embedded joint)
+N_MEAS = 6
 
 # ---- out: loop -> node (seqlocked; the loop is the only writer)
 O_SEQ = 0

@@ -252,7 +252,9 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
         plan_motion(now, A, A.ref[0], A.ref[1], 0.0)
         if st[L.ST_MODE] == L.MODE_STOP:
             return
-    if m[L.M_FRESH] == 1.0 and abs(A.out[L.O_PREF] - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
+    if m[L.M_AGE] > cfg[L.K_FE_TIME]:
+        st[L.ST_FE_SINCE] = np.nan  # A measurement that old cannot show a following error (the drive is silent).
+    elif m[L.M_FRESH] == 1.0 and abs(A.out[L.O_PREF] - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
         if math.isnan(st[L.ST_FE_SINCE]):
             st[L.ST_FE_SINCE] = now
         elif now - st[L.ST_FE_SINCE] > cfg[L.K_FE_TIME]:

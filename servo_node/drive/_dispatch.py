@@ -14,7 +14,7 @@ from ._base import DRIVE_SIM, DriveArrays
 def measure(
     kind: float, d: DriveArrays, now: float, dt: float, started: float, feedback_timeout: float, meas: np.ndarray
 ) -> None:
-    """Fill ``meas`` (p, v, a, f, fresh) for this tick; fresh: 1 yes, 0 silent too long, −1 not heard yet."""
+    """Fill ``meas`` (p, v, a, f, fresh, age) for this tick; fresh: 1 yes, 0 silent too long, −1 not heard yet."""
     if kind == DRIVE_SIM:
         sim.measure(d, dt, meas)
     else:

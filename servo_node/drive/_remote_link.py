@@ -50,6 +50,7 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
     meas[4] = 1.0 if (now - last <= feedback_timeout and rx[RX_COUNT] > 0.0) else 0.0
     if rx[RX_COUNT] == 0.0 and now - started <= feedback_timeout:
         meas[4] = -1.0  # Not heard yet, still within the grace period after start.
+    meas[5] = now - last
 
 
 @njit(cache=True, nogil=True)

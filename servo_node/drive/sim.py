@@ -60,6 +60,7 @@ def measure(d: DriveArrays, dt: float, meas: np.ndarray) -> None:
     else:
         meas[3] = s[0, S_MOTOR_FORCE_FEEDBACK]
     meas[4] = 1.0
+    meas[5] = 0.0
 
 
 @njit(cache=True, nogil=True)

@@ -148,21 +148,22 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
                 pub.send_signal(signal.SIGKILL)
             s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
             m = wait_for(lambda: not (m := motion(env))["engaged"] and m, timeout=10, what="stop and disengage")
-            planned, took = m["stop"]
+            planned, took, bound = m["stop"]
             expired = s["expired_after_s"]
             print(f"{bus}: expired {expired} s after the last setpoint; stop {planned} s planned, {took} s taken")
             assert expired <= DEADMAN_S + 0.1
             assert planned > 0.3  # It was moving fast: a real stop, not a formality.
-            assert planned <= took <= planned + 1.0  # Then held until the drive is at rest (at most 1 s).
-            assert abs(m["meas"][1]) < 0.05, m  # The drive followed the stop down to rest.
+            assert planned <= took <= bound  # Then held until the drive is at rest, within the bound fixed up front.
+            assert abs(m["meas"][1]) <= 1e-3, m  # The drive followed the stop down to rest.
 
-            # Move again, then kill the drive: the servo reports a drive error and disengages.
+            # Move again, then kill the drive: the servo reports a drive error and keeps braking.
             with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "35"):
                 wait_for(lambda: motion(env)["engaged"], timeout=30, what="engaged again")
                 plant.send_signal(signal.SIGKILL)
                 s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")
                 assert s["error"] == 3 and "drive" in s["reason"]
-                assert not motion(env)["engaged"]
+                # A joint whose state is unknown is never let go: the servo keeps commanding zero velocity.
+                assert motion(env)["engaged"]
                 # The heartbeat tells the whole network: health WARNING.
                 beats = y("--json", "sub", "-N", "4", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
                 health = [

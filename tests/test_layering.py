@@ -68,3 +68,13 @@ def test_importing_the_packages_compiles_nothing() -> None:
     loaded = _modules_after_import("servo_node", "sim_plant_node", "cyphal_common", "cyphal_common.dsdl")
     assert not [m for m in loaded if _top(m) in ("uavcan", "reg", "zubax") or m.startswith("pycyphal.application")]
     assert "servo_node._kernel_cache" not in loaded  # The stale-kernel check runs at entry points only.
+
+
+def test_numerics_of_the_servo_import_no_cyphal_no_asyncio() -> None:
+    """The OTG, the control loop and the drives' numba halves are numerics: importing them loads no pycyphal,
+    no asyncio and no generated types (the Cyphal half of a drive, ``drive.cyphal``, is imported only when used)."""
+    loaded = _modules_after_import(
+        "servo_node.otg", "servo_node.control", "servo_node.drive", "servo_node.drive._dispatch", "servo_node.setpoint"
+    )
+    assert "servo_node.control._kernel" in loaded
+    assert sorted({m for m in loaded if _top(m) in ("asyncio", "pycyphal", "uavcan", "reg", "zubax")}) == []

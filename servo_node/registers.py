@@ -56,11 +56,13 @@ through the ``on_refused`` callback (the node turns it into a ``uavcan.diagnosti
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _dsdl
+from . import _dsdl, registry_file
+from .errors import ConfigurationError
 
 _dsdl.ensure_compiled()  # pycyphal.application imports the uavcan namespace.
 
@@ -209,19 +211,24 @@ class ServoRegistry(SimpleRegistry):
     ) -> None:
         self.refused_writes = 0
         self.on_refused = on_refused
-        super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+        registry_file.check(register_file)  # Read-only: a broken file is an error, never silently replaced.
+        try:
+            super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+        except sqlite3.Error as ex:  # Changed between the check and the open.
+            raise ConfigurationError(f"register file {str(register_file)!r}: {ex}") from None
         self.declare()
 
     def declare(self) -> None:
         """Create the application registers that do not exist yet (defaults, then environment overrides).
 
-        :raises ValueError: an environment variable or the register file holds a value that breaks a constraint.
+        :raises ConfigurationError: (a ``ValueError``) an environment variable or the register file holds a value that
+            breaks a constraint.
         """
         for name, spec in SPECS.items():
             try:
                 self.setdefault(name, spec.default)
             except RefusedWriteError as ex:
-                raise ValueError(f"register {name}: {ex}") from None
+                raise ConfigurationError(f"register {name}: {ex}") from None
 
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
         spec = SPECS.get(name)

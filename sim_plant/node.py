@@ -344,8 +344,15 @@ class SimPlantNode:
         )
 
 
-async def run(registry_file: str | None) -> int:
-    """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration)."""
+async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
+    """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration or register file)."""
+    from servo_node import registry_file as register_file_check  # Shared with servo-node: same rules, same words.
+
+    try:
+        register_file_check.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
+    except ValueError as ex:  # ConfigurationError
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
     make_transport: Any
     try:
         from servo_node.transport import make_transport
@@ -408,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_REGISTRY,
         help=f"register file (default: {DEFAULT_REGISTRY} in the current directory; ':memory:' or '' for none)",
     )
+    ap.add_argument(
+        "--fresh-registry",
+        action="store_true",
+        help="move an existing register file aside (FILE.bad-<time> / FILE.old-<time>) and start with defaults",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -416,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("sim_plant").setLevel(logging.DEBUG)
     registry_file = None if args.registry in ("", ":memory:") else args.registry
     try:
-        return asyncio.run(run(registry_file))
+        return asyncio.run(run(registry_file, args.fresh_registry))
     except KeyboardInterrupt:
         return 0
 

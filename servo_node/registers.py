@@ -49,8 +49,10 @@ Register                               Type          Default             Meaning
 ``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
 =====================================  ============  ==================  ===============================================
 
-A write that breaks a constraint or is not finite is refused (the old value stays), counted, and reported
-through the ``on_refused`` callback (the node turns it into a ``uavcan.diagnostic.Record``).
+A write that breaks a constraint, is not finite, cannot be converted to the register's type, or (application
+registers) has another number of values is refused (the old value stays), counted, and reported through the
+``on_refused`` callback (the node turns it into a ``uavcan.diagnostic.Record``) — also when pycyphal's register
+server refuses it in its own conversion (``ServoRegistry.__getitem__`` hands it a proxy that reports that).
 """
 
 from __future__ import annotations
@@ -195,6 +197,77 @@ SPECS: Mapping[str, RegisterSpec] = {
 """The application registers (see the module docstring for their meaning)."""
 
 
+def _describe(value: object) -> str:
+    """A register value's type and size as DSDL spells it (``real32[2]``, ``string``), for refusal reasons."""
+    try:
+        msg = value.value if isinstance(value, ValueProxy) else ValueProxy(value).value
+    except (ValueConversionError, TypeError, ValueError):
+        return type(value).__name__
+    for field in (
+        "empty",
+        "string",
+        "unstructured",
+        "bit",
+        "integer64",
+        "integer32",
+        "integer16",
+        "integer8",
+        "natural64",
+        "natural32",
+        "natural16",
+        "natural8",
+        "real64",
+        "real32",
+        "real16",
+    ):
+        option = getattr(msg, field, None)
+        if option is not None:
+            if field in ("empty", "string", "unstructured"):
+                return field
+            return f"{field}[{len(option.value)}]"
+    return "unknown"
+
+
+def _size_mismatch(current: ValueProxy, source: object) -> str | None:
+    """Why a numeric write of another element count is refused (pycyphal would silently truncate or zero-pad it)."""
+    try:
+        have = len(current.floats)
+        got = len((source if isinstance(source, ValueProxy) else ValueProxy(source)).floats)
+    except (ValueConversionError, TypeError, ValueError):
+        return None  # Not numeric on both sides: the conversion itself decides.
+    return None if have == got else f"needs {have} value{'s' if have != 1 else ''}, got {got}"
+
+
+def _conversion_reason(current: ValueProxy, source: object) -> str:
+    """Why pycyphal could not assign ``source`` to a register holding ``current``."""
+    return f"cannot convert {_describe(source)} to {_describe(current)}"
+
+
+class _WatchedProxy(register.ValueProxyWithFlags):
+    """A register value whose failed :meth:`assign` calls ``on_failure(reason)`` before raising as usual.
+
+    With ``fixed_size`` (application registers) a numeric value of another element count fails too.
+    """
+
+    def __init__(
+        self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None], *, fixed_size: bool
+    ) -> None:
+        super().__init__(v.value, mutable=v.mutable, persistent=v.persistent)
+        self._on_failure = on_failure
+        self._fixed_size = fixed_size
+
+    def assign(self, source: register.RelaxedValue) -> None:
+        mismatch = _size_mismatch(self, source) if self._fixed_size else None
+        if mismatch is not None:
+            self._on_failure(mismatch)
+            raise RefusedWriteError(f"{mismatch}; kept {_show(self)}")
+        try:
+            super().assign(source)
+        except ValueConversionError:
+            self._on_failure(_conversion_reason(self, source))
+            raise
+
+
 class ServoRegistry(SimpleRegistry):
     """pycyphal's registry plus per-register write validation, surviving in-process node restarts.
 
@@ -211,6 +284,7 @@ class ServoRegistry(SimpleRegistry):
     ) -> None:
         self.refused_writes = 0
         self.on_refused = on_refused
+        self._creating = False
         registry_file.check(register_file)  # Read-only: a broken file is an error, never silently replaced.
         try:
             super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
@@ -227,26 +301,56 @@ class ServoRegistry(SimpleRegistry):
         for name, spec in SPECS.items():
             try:
                 self.setdefault(name, spec.default)
-            except RefusedWriteError as ex:
+            except ValueConversionError as ex:  # RefusedWriteError, or a value pycyphal cannot convert.
                 raise ConfigurationError(f"register {name}: {ex}") from None
 
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
         spec = SPECS.get(name)
-        if spec is not None and not callable(value) and name in set(self):
-            candidate = ValueProxy(self[name].value)
-            candidate.assign(value)
-            reason = spec.validator(candidate)
-            if reason is not None:
-                self.refused_writes += 1
-                if self.on_refused is not None:
-                    self.on_refused(name, reason)
-                raise RefusedWriteError(f"{name}: {reason}; kept {_show(self[name])}")
-        super().__setitem__(name, value)
+        exists = not callable(value) and name in set(self)
+        try:
+            if spec is not None and exists:
+                candidate = ValueProxy(self[name].value)
+                reason = _size_mismatch(candidate, value)
+                if reason is None:
+                    candidate.assign(value)
+                    reason = spec.validator(candidate)
+                if reason is not None:
+                    self.refuse(name, reason)
+                    raise RefusedWriteError(f"{name}: {reason}; kept {_show(self[name])}")
+            super().__setitem__(name, value)
+        except RefusedWriteError:
+            raise
+        except ValueConversionError:  # Wrong type or size: refused by pycyphal's conversion, counted all the same.
+            if exists:
+                self.refuse(name, _conversion_reason(self[name], value))
+            raise
+
+    def __getitem__(self, name: str) -> register.ValueProxyWithFlags:
+        """The register, as a proxy that reports a failed ``assign`` (the path of ``uavcan.register.Access`` writes).
+
+        pycyphal's register server converts the request value with ``registry[name].assign(value)`` before it
+        writes anything back, so a value of the wrong type or size never reaches :meth:`__setitem__`; the proxy
+        turns that failure into a counted, reported refusal like a validator's.
+        """
+        v = super().__getitem__(name)
+        if self._creating:
+            return v
+        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), fixed_size=name in SPECS)
+
+    def refuse(self, name: str, reason: str) -> None:
+        """Count a refused write of ``name`` and report it through ``on_refused``."""
+        self.refused_writes += 1
+        if self.on_refused is not None:
+            self.on_refused(name, reason)
 
     def setdefault(self, key: str, default: register.Registry.Assignable | None = None) -> register.ValueProxyWithFlags:
         """Create with validation: an invalid override from the environment is refused like a bad write."""
         created = key not in set(self)
-        out = super().setdefault(key, default)
+        self._creating = True  # Environment overrides at creation are not writes; declare() reports them.
+        try:
+            out = super().setdefault(key, default)
+        finally:
+            self._creating = False
         spec = SPECS.get(key)
         if created and spec is not None:
             reason = spec.validator(out)

@@ -63,6 +63,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from . import _dsdl, registry_file
 from .errors import ConfigurationError
 
@@ -262,7 +264,8 @@ class _WatchedProxy(register.ValueProxyWithFlags):
             self._on_failure(mismatch)
             raise RefusedWriteError(f"{mismatch}; kept {_show(self)}")
         try:
-            super().assign(source)
+            with np.errstate(over="ignore", invalid="ignore"):  # 1e300 → real32 is inf, refused by the validator.
+                super().assign(source)
         except ValueConversionError:
             self._on_failure(_conversion_reason(self, source))
             raise
@@ -312,7 +315,8 @@ class ServoRegistry(SimpleRegistry):
                 candidate = ValueProxy(self[name].value)
                 reason = _size_mismatch(candidate, value)
                 if reason is None:
-                    candidate.assign(value)
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        candidate.assign(value)
                     reason = spec.validator(candidate)
                 if reason is not None:
                     self.refuse(name, reason)

@@ -114,3 +114,20 @@ def test_direct_writes_of_the_wrong_type_are_counted() -> None:
     reg["servo.profile.jerk"] = 42.0  # A good write is not counted.
     assert reg.refused_writes == 3 and reg.real("servo.profile.jerk") == 42.0
     reg.shutdown()
+
+
+def test_overflowing_real64_write_is_refused_quietly() -> None:
+    """Fuzz finding: real64 1e300 into a real32 register printed numpy's overflow RuntimeWarning on stderr."""
+    import warnings
+
+    from pycyphal.application.register import Real64, Value, ValueConversionError
+
+    reg = ServoRegistry(None, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proxy = reg["servo.profile.jerk"]
+        proxy.assign(Value(real64=Real64([1e300])))  # What pycyphal's register server does first.
+        with pytest.raises(ValueConversionError):
+            reg["servo.profile.jerk"] = proxy
+    assert reg.refused_writes == 1 and reg.real("servo.profile.jerk") == 500.0
+    reg.shutdown()

@@ -310,7 +310,7 @@ class ServoRegistry(SimpleRegistry):
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
         spec = SPECS.get(name)
         exists = not callable(value) and name in set(self)
-        try:
+        try:  # While creating (setdefault), pycyphal applies the environment override through here.
             if spec is not None and exists:
                 candidate = ValueProxy(self[name].value)
                 reason = _size_mismatch(candidate, value)
@@ -319,6 +319,8 @@ class ServoRegistry(SimpleRegistry):
                         candidate.assign(value)
                     reason = spec.validator(candidate)
                 if reason is not None:
+                    if self._creating:  # An environment override at creation: a configuration error, not a write.
+                        raise RefusedWriteError(reason)
                     self.refuse(name, reason)
                     raise RefusedWriteError(f"{name}: {reason}; kept {_show(self[name])}")
             super().__setitem__(name, value)
@@ -353,6 +355,11 @@ class ServoRegistry(SimpleRegistry):
         self._creating = True  # Environment overrides at creation are not writes; declare() reports them.
         try:
             out = super().setdefault(key, default)
+        except ValueConversionError as ex:  # Any register, ours or pycyphal's (uavcan.*): the environment value.
+            env = register.get_environment_variable_name(key)
+            raw = self.environment_variables.get(env, b"").decode(errors="replace")
+            why = str(ex) if isinstance(ex, RefusedWriteError) else f"cannot be converted to {_describe(default)}"
+            raise ConfigurationError(f"register {key}: environment variable {env}={raw!r}: {why}") from None
         finally:
             self._creating = False
         spec = SPECS.get(key)

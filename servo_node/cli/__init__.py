@@ -47,6 +47,9 @@ def _run(registry: str | None, env: dict[str, str], fresh_registry: bool = False
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+    except ConfigurationError as ex:  # E.g. UAVCAN__NODE__ID=abc, found when the transport is made.
+        print(f"servo-node: {ex}", file=sys.stderr)
+        return 2
     return 0
 
 

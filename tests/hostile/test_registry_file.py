@@ -124,3 +124,20 @@ def test_check_in_process(tmp_path: Path) -> None:
 def test_invalid_value_in_environment_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match=r"servo\.profile\.jerk"):
         ServoRegistry(None, {"SERVO__PROFILE__JERK": "-1"})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("UAVCAN__NODE__ID", "abc", "cannot be converted to natural16[1]"),  # A pycyphal register, made late.
+        ("SERVO__PROFILE__JERK", "abc", "cannot be converted to real32[1]"),
+        ("SERVO__PROFILE__JERK", "-1", "must be a single value > 0"),  # Was an AttributeError traceback.
+    ],
+)
+def test_unusable_environment_value_is_one_line_error(variable: str, value: str, words: str) -> None:
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    env[variable] = value
+    res = subprocess.run(command("servo-node", Path(":memory:")), env=env, capture_output=True, text=True, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert variable in lines[0] and words in lines[0], lines[0]

@@ -6,7 +6,9 @@ Usage (inside a private network namespace, at low priority)::
 
 Prints a JSON progress line every ``--every`` inputs and a final one: inputs, seconds, inputs/s, the largest
 heartbeat gap, RSS at start and its maximum, and the node's ``sys.counters``. Exits 1 with the invariant that broke
-and hypothesis' reproduction blob (replay with ``@reproduce_failure``) if one does.
+and the last 50 batches sent before it (``failure-batches.json`` in the work directory; send them again with
+``tests.fuzz.campaign.replay``) if one does. The heartbeat-gap message says how much CPU the node used meanwhile:
+a stalled node burns CPU, one starved by the machine (nice 19 on shared cores) does not.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ _dsdl.ensure_compiled()
 
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 
-from tests.fuzz.campaign import NODE, Campaign, batches, campaign  # noqa: E402
+from tests.fuzz.campaign import NODE, Campaign, batches, campaign, dump  # noqa: E402
 from tests.procs import RegisterClient, base_env  # noqa: E402
 
 
@@ -49,7 +51,7 @@ def main() -> int:
             max_examples=10**9,
             deadline=None,
             database=None,
-            phases=[Phase.generate, Phase.shrink],
+            phases=[Phase.generate],  # No shrinking: the node keeps state, replays prove nothing.
             suppress_health_check=list(HealthCheck),
             print_blob=True,
         )
@@ -70,6 +72,8 @@ def main() -> int:
                 fuzz()
         except AssertionError as ex:
             print(f"INVARIANT BROKEN after {c.inputs} inputs: {ex}", flush=True)
+            dump(c.recent, workdir / "failure-batches.json")
+            print(f"the last {len(c.recent)} batches: {workdir / 'failure-batches.json'}", flush=True)
             status = 1
         time.sleep(1.6)
         try:

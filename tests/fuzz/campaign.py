@@ -33,6 +33,8 @@ by chance only if they are generated exactly; they are filtered.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -333,9 +335,12 @@ class Campaign:
             raise InvariantViolationError("no dynamics received before the campaign")
         self.position0 = first[-1].position
         self._log_offset = 0
+        self.recent: list[Sequence[Sequence[tuple[str, bytes]]]] = []
+        self._cpu_at = [(time.monotonic(), cpu_seconds(node.pid))]
 
     def send(self, batch: Sequence[Sequence[tuple[str, bytes]]]) -> None:
         """Send every datagram of a batch, paced to ``max_rate`` datagrams per second overall."""
+        self.recent = [*self.recent[-49:], batch]  # The inputs just before a violation, for the report.
         for datagrams_ in batch:
             for group, data in datagrams_:
                 self.sender.sock.sendto(data, (group, wire.CYPHAL_UDP_PORT))
@@ -355,10 +360,16 @@ class Campaign:
         if b"Traceback" in new:
             raise InvariantViolationError(f"traceback in the node's log:\n{new.decode(errors='replace')[-6000:]}")
         self._log_offset += max(0, len(new) - 16)  # Keep a little overlap so a split word is still found.
+        now = time.monotonic()
+        self._cpu_at = [*(x for x in self._cpu_at if now - x[0] < 30.0), (now, cpu_seconds(node.pid))]
         gap = self.obs.heartbeat_gaps(since=self.started)
         self.max_gap = max(self.max_gap, gap)
         if gap > HEARTBEAT_GAP_LIMIT_S:
-            raise InvariantViolationError(f"heartbeat gap {gap:.2f} s > {HEARTBEAT_GAP_LIMIT_S} s")
+            (t0, c0), (t1, c1) = self._cpu_at[0], self._cpu_at[-1]
+            raise InvariantViolationError(
+                f"heartbeat gap {gap:.2f} s > {HEARTBEAT_GAP_LIMIT_S} s; the node used {c1 - c0:.1f} s of CPU in the "
+                f"last {t1 - t0:.1f} s (a stalled node burns CPU; a starved one does not)"
+            )
         rss = rss_kib(node.pid)
         self.rss_max = max(self.rss_max, rss)
         if rss - self.rss0 > self.rss_limit_kib:
@@ -382,6 +393,28 @@ class Campaign:
             "heartbeats": len(self.obs.heartbeats),
             "dynamics_samples": len(self.obs.dynamics_since(self.started)),
         }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process [s] (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def dump(batches_: Sequence[Sequence[Sequence[tuple[str, bytes]]]], path: Path) -> None:
+    """Write batches as JSON ([[group, hex datagram], …] per transfer) to replay them with :func:`replay`."""
+    path.write_text(json.dumps([[[[g, d.hex()] for g, d in t] for t in b] for b in batches_]))
+
+
+def replay(path: Path, sender: wire.Sender) -> int:
+    """Send the datagrams of a :func:`dump` file again, in order; returns how many."""
+    n = 0
+    for b in json.loads(path.read_text()):
+        for t in b:
+            for g, d in t:
+                sender.sock.sendto(bytes.fromhex(d), (g, wire.CYPHAL_UDP_PORT))
+                n += 1
+    return n
 
 
 def node_env() -> dict[str, str]:

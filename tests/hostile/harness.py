@@ -104,6 +104,11 @@ class BusObserver:
         gaps.append(time.monotonic() - times[-1])
         return max(gaps)
 
+    def heartbeats_after(self, t: float) -> list[float]:
+        """Reception times of the node's heartbeats later than ``t``."""
+        with self._lock:
+            return [x for x in self.heartbeats if x > t]
+
     def wait_heartbeats(self, count: int = 2, timeout: float = 60.0) -> None:
         """Block until ``count`` heartbeats of the node have been heard."""
         wait_for(lambda: len(self.heartbeats) >= count, timeout, what=f"{count} heartbeats of node {self.node_id}")

@@ -12,13 +12,18 @@ Imports ``pycyphal.application``, which imports the ``uavcan`` namespace: compil
 from __future__ import annotations
 
 import math
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from pycyphal.application import register
 from pycyphal.application._registry_factory import SimpleRegistry
 from pycyphal.application.register import Value, ValueConversionError, ValueProxy
+
+from . import registry_file
+from .errors import ConfigurationError
 
 Validator = Callable[[ValueProxy], str | None]
 """Returns None if the value is acceptable, else a human-readable reason."""
@@ -134,10 +139,68 @@ def declare(registry: register.Registry, specs: Mapping[str, RegisterSpec]) -> N
             raise ValueError(f"register {name}: {reason} (got {show(value)})")
 
 
+def _describe(value: object) -> str:
+    """A register value's type and size as DSDL spells it (``real32[2]``, ``string``), for refusal reasons."""
+    try:
+        msg = value.value if isinstance(value, ValueProxy) else ValueProxy(value).value
+    except (ValueConversionError, TypeError, ValueError):
+        return type(value).__name__
+    for name in ("empty", "string", "unstructured", "bit", "integer64", "integer32", "integer16", "integer8",
+                 "natural64", "natural32", "natural16", "natural8", "real64", "real32", "real16"):  # fmt: skip
+        option = getattr(msg, name, None)
+        if option is not None:
+            return name if name in ("empty", "string", "unstructured") else f"{name}[{len(option.value)}]"
+    return "unknown"
+
+
+def _size_mismatch(current: ValueProxy, source: object) -> str | None:
+    """Why a numeric write of another element count is refused (pycyphal would silently truncate or zero-pad it)."""
+    try:
+        have = len(current.floats)
+        got = len((source if isinstance(source, ValueProxy) else ValueProxy(source)).floats)
+    except (ValueConversionError, TypeError, ValueError):
+        return None  # Not numeric on both sides: the conversion itself decides.
+    return None if have == got else f"needs {have} value{'s' if have != 1 else ''}, got {got}"
+
+
+def _conversion_reason(current: ValueProxy, source: object) -> str:
+    """Why pycyphal could not assign ``source`` to a register holding ``current``."""
+    return f"cannot convert {_describe(source)} to {_describe(current)}"
+
+
+class _WatchedProxy(register.ValueProxyWithFlags):
+    """A register value whose failed :meth:`assign` calls ``on_failure(reason)`` before raising as usual.
+
+    With ``fixed_size`` (registers of the table) a numeric value of another element count fails too.
+    """
+
+    def __init__(self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None], *, fixed_size: bool) -> None:
+        super().__init__(v.value, mutable=v.mutable, persistent=v.persistent)
+        self._on_failure = on_failure
+        self._fixed_size = fixed_size
+
+    def assign(self, source: register.RelaxedValue) -> None:
+        mismatch = _size_mismatch(self, source) if self._fixed_size else None
+        if mismatch is not None:
+            self._on_failure(mismatch)
+            raise RefusedWriteError(f"{mismatch}; kept {show(self)}")
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # 1e300 → real32 is inf, refused by the validator.
+                super().assign(source)
+        except ValueConversionError:
+            self._on_failure(_conversion_reason(self, source))
+            raise
+
+
 class ValidatingRegistry(SimpleRegistry):
     """pycyphal's registry plus per-register write validation against a table of :class:`RegisterSpec`.
 
-    Registers not in the table (``uavcan.*``, port-IDs, read-only ``sys.*``) behave exactly as in pycyphal.
+    Every refused write is counted (:attr:`refused_writes`) and reported through ``on_refused``, whatever layer
+    refused it: a validator of the table, another element count, or pycyphal's own type conversion — also on the
+    path of ``uavcan.register.Access`` writes, where pycyphal's server converts with ``registry[name].assign(value)``
+    before anything reaches :meth:`__setitem__` (:meth:`__getitem__` hands it a proxy that reports the failure).
+    Registers not in the table (``uavcan.*``, port-IDs, read-only ``sys.*``) are otherwise pycyphal's.
+    The register file is checked read-only before it is opened (:mod:`cyphal_common.registry_file`).
     """
 
     def __init__(
@@ -151,41 +214,79 @@ class ValidatingRegistry(SimpleRegistry):
 
         :param environment_variables: the overrides (pycyphal reads ``os.environ`` if None).
         :param on_refused: called with (register name, reason) for every refused write.
-        :raises RefusedWriteError: an environment variable breaks the constraint of a register already stored.
+        :raises ConfigurationError: the register file is unusable (one line naming it and what is wrong).
         """
         self.specs = specs
         self.refused_writes = 0
         self.on_refused = on_refused
-        super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+        self._creating = False
+        registry_file.check(register_file)  # Read-only: a broken file is an error, never silently replaced.
+        try:
+            super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+        except sqlite3.Error as ex:  # Changed between the check and the open.
+            raise ConfigurationError(f"register file {str(register_file)!r}: {ex}") from None
 
     def declare(self) -> None:
         """Create the table's registers that do not exist yet (defaults, then environment overrides).
 
-        :raises ValueError: an environment variable or the register file holds a value that breaks a constraint.
+        :raises ConfigurationError: an environment variable or the register file breaks a register's constraint.
         """
         for name, spec in self.specs.items():
             try:
                 self.setdefault(name, spec.default)
-            except RefusedWriteError as ex:
-                raise ValueError(f"register {name}: {ex}") from None
+            except ValueConversionError as ex:  # RefusedWriteError, or a value pycyphal cannot convert.
+                raise ConfigurationError(f"register {name}: {ex}") from None
 
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
         spec = self.specs.get(name)
-        if spec is not None and not callable(value) and name in set(self):
-            candidate = ValueProxy(self[name].value)
-            candidate.assign(value)
-            reason = spec.validator(candidate)
-            if reason is not None:
-                self.refused_writes += 1
-                if self.on_refused is not None:
-                    self.on_refused(name, reason)
-                raise RefusedWriteError(f"{name}: {reason}; kept {show(self[name])}")
-        super().__setitem__(name, value)
+        exists = not callable(value) and name in set(self)
+        try:  # While creating (setdefault), pycyphal applies the environment override through here.
+            if spec is not None and exists:
+                candidate = ValueProxy(self[name].value)
+                reason = _size_mismatch(candidate, value)
+                if reason is None:
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        candidate.assign(value)
+                    reason = spec.validator(candidate)
+                if reason is not None:
+                    if self._creating:  # An environment override at creation: a configuration error, not a write.
+                        raise RefusedWriteError(reason)
+                    self.refuse(name, reason)
+                    raise RefusedWriteError(f"{name}: {reason}; kept {show(self[name])}")
+            super().__setitem__(name, value)
+        except RefusedWriteError:
+            raise
+        except ValueConversionError:  # Wrong type or size: refused by pycyphal's conversion, counted all the same.
+            if exists:
+                self.refuse(name, _conversion_reason(self[name], value))
+            raise
+
+    def __getitem__(self, name: str) -> register.ValueProxyWithFlags:
+        """The register, as a proxy that reports a failed ``assign`` (the path of ``uavcan.register.Access``)."""
+        v = super().__getitem__(name)
+        if self._creating:
+            return v
+        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), fixed_size=name in self.specs)
+
+    def refuse(self, name: str, reason: str) -> None:
+        """Count a refused write of ``name`` and report it through ``on_refused``."""
+        self.refused_writes += 1
+        if self.on_refused is not None:
+            self.on_refused(name, reason)
 
     def setdefault(self, key: str, default: register.Registry.Assignable | None = None) -> register.ValueProxyWithFlags:
-        """Create with validation: an invalid override from the environment is refused like a bad write."""
+        """Create with validation: an invalid override from the environment is a configuration error."""
         created = key not in set(self)
-        out = super().setdefault(key, default)
+        self._creating = True  # Environment overrides at creation are not writes; declare() reports them.
+        try:
+            out = super().setdefault(key, default)
+        except ValueConversionError as ex:  # Any register, ours or pycyphal's (uavcan.*): the environment value.
+            env = register.get_environment_variable_name(key)
+            raw = self.environment_variables.get(env, b"").decode(errors="replace")
+            why = str(ex) if isinstance(ex, RefusedWriteError) else f"cannot be converted to {_describe(default)}"
+            raise ConfigurationError(f"register {key}: environment variable {env}={raw!r}: {why}") from None
+        finally:
+            self._creating = False
         spec = self.specs.get(key)
         if created and spec is not None:
             reason = spec.validator(out)

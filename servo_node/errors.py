@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import enum
 
+from cyphal_common.errors import ConfigurationError as ConfigurationError
+from cyphal_common.errors import ServoError as ServoError
+
 
 class ErrorCode(enum.IntEnum):
     """Servo error codes as reported in ``sys.status`` ``error``; 1 and 2 are the OTG's statuses."""
@@ -44,14 +47,6 @@ _TEXT = {
     ErrorCode.NODE_ID_COLLISION: "node-ID collision: another node uses this node-ID",
     ErrorCode.DRIVE_INCAPABLE: "the drive cannot move the joint (no force or a zero envelope)",
 }
-
-
-class ServoError(RuntimeError):
-    """Root of every exception this package raises on purpose."""
-
-
-class ConfigurationError(ServoError, ValueError):
-    """A register, a register file or a command-line value is unusable; the message names it."""
 
 
 class SetpointRejectedError(ServoError, ValueError):

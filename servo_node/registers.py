@@ -55,8 +55,10 @@ Register                               Type          Default             Meaning
 ``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
 =====================================  ============  ==================  ===============================================
 
-A write that breaks a constraint or is not finite is refused (the old value stays), counted, and reported
-through the ``on_refused`` callback (the node turns it into a ``uavcan.diagnostic.Record``).
+A write that breaks a constraint, is not finite, cannot be converted to the register's type, or (application
+registers) has another number of values is refused (the old value stays), counted, and reported through the
+``on_refused`` callback (the node turns it into a ``uavcan.diagnostic.Record``), whatever layer refused it
+(:class:`cyphal_common.registers.ValidatingRegistry`).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import uavcan.time
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
+from cyphal_common import registry_file as register_file
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
 from cyphal_common.transport import make_transport
@@ -252,8 +253,13 @@ def _log_refused(name: str, reason: str) -> None:
     _logger.warning("Refused a write of %s: %s", name, reason)
 
 
-async def run(registry_file: str | None) -> int:
-    """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration)."""
+async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
+    """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration or register file)."""
+    try:
+        register_file.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
+    except ValueError as ex:  # ConfigurationError: one line naming the file and what is wrong.
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
     try:
         registry = ValidatingRegistry(registry_file, SPECS, dict(os.environ), on_refused=_log_refused)
     except ValueError as ex:

@@ -24,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
         default=DEFAULT_REGISTRY,
         help=f"register file (default: {DEFAULT_REGISTRY} in the current directory; ':memory:' or '' for none)",
     )
+    ap.add_argument(
+        "--fresh-registry",
+        action="store_true",
+        help="move an existing register file aside (FILE.bad-<time>, or FILE.old-<time> if it was valid) "
+        "and start with defaults; without it a broken register file is an error",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -38,6 +44,6 @@ def main(argv: list[str] | None = None) -> int:
     from ._app import run  # Deferred: needs the compiled DSDL.
 
     try:
-        return asyncio.run(run(registry_file))
+        return asyncio.run(run(registry_file, args.fresh_registry))
     except KeyboardInterrupt:
         return 0

@@ -15,6 +15,7 @@ from pycyphal.transport import InvalidMediaConfigurationError, Transport
 from pycyphal.transport.can import CANTransport
 from pycyphal.transport.redundant import RedundantTransport
 
+from . import _reassembly_guard
 from ._udp_multicast_media import DEFAULT_GROUP, DEFAULT_PORT, UDPMulticastMedia, validate_group, validate_port
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def make_transport(registry: Mapping[str, Any], *, reconfigurable: bool = False)
     from pycyphal.application import make_transport as std_make_transport
     from pycyphal.application.register import Natural16, Natural32, ValueProxy
 
+    _reassembly_guard.install()  # UDP/serial reassembly bounded by the extent (see _reassembly_guard).
     regs = _as_registers(registry)
 
     def init(name: str, default: Any) -> ValueProxy:

@@ -24,13 +24,21 @@ DEMO_ENV = {
 """What ``servo-node demo`` sets unless the environment already does."""
 
 
-def _run(registry: str | None, env: dict[str, str]) -> int:
-    from cyphal_common import dsdl
+def _run(registry: str | None, env: dict[str, str], fresh_registry: bool = False) -> int:
+    from cyphal_common import dsdl, registry_file
+
+    from ..errors import ConfigurationError
 
     dsdl.ensure_compiled()
-    from ..node import ServoNode  # Deferred: needs the compiled DSDL; loads numba kernels.
 
-    node = ServoNode(registry, env)
+    try:  # A broken register file (or a bad register value) is one line on stderr and exit code 2, no traceback.
+        registry_file.prepare(registry, fresh=fresh_registry, program="servo-node")
+        from ..node import ServoNode  # Deferred: imports generated types, loads numba kernels.
+
+        node = ServoNode(registry, env)
+    except ConfigurationError as ex:
+        print(f"servo-node: {ex}", file=sys.stderr)
+        return 2
 
     async def serve() -> None:
         try:
@@ -42,6 +50,9 @@ def _run(registry: str | None, env: dict[str, str]) -> int:
         asyncio.run(serve())
     except KeyboardInterrupt:
         pass
+    except ConfigurationError as ex:  # E.g. UAVCAN__NODE__ID=abc, found when the transport is made.
+        print(f"servo-node: {ex}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -111,6 +122,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             help="register file (persists registers across restarts); ':memory:' keeps them in memory only "
             "[env SERVO_NODE_REGISTRY, default servo_node.db]",
         )
+        p.add_argument(
+            "--fresh-registry",
+            action="store_true",
+            help="move an existing register file aside (FILE.bad-<time>, or FILE.old-<time> if it was valid) "
+            "and start with defaults; without it a broken register file is an error",
+        )
     demo = sub.add_parser("demo", help="run a node on loopback UDP with the simulated drive and print yakut commands")
     demo.add_argument("--registry", default="demo.db")
     sub.add_parser("dsdl-env", help="print CYPHAL_PATH/PYCYPHAL_PATH exports so yakut uses this project's DSDL")
@@ -142,4 +159,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = None if args.registry in (":memory:", "") else args.registry
     if args.command == "demo":
         return _demo(args.registry)
-    return _run(registry, dict(os.environ))
+    return _run(registry, dict(os.environ), args.fresh_registry)

@@ -1,0 +1,14 @@
+"""The exception root shared by both applications (``servo_node``, ``sim_plant_node``) and their plumbing.
+
+``servo_node.errors`` extends this tree with the servo's own exceptions and its error codes.
+"""
+
+from __future__ import annotations
+
+
+class ServoError(RuntimeError):
+    """Root of every exception this project raises on purpose."""
+
+
+class ConfigurationError(ServoError, ValueError):
+    """A register, a register file or a command-line value is unusable; the message names it."""

@@ -1,0 +1,1 @@
+"""Hostile and malformed input against real processes (issue 10)."""

@@ -1,0 +1,190 @@
+"""Watching a real ``servo-node`` process under hostile input: heartbeats, dynamics, memory, its log.
+
+:class:`BusObserver` is an in-process pycyphal node (its own, uncommon node-ID) on UDP 127.0.0.1 running in a
+thread: it records every heartbeat whose source is the node under test (reception timestamps, so gaps are measured
+where the product promises them: on the bus) and every ``dynamics`` sample. :func:`rss_kib` reads the resident set
+of the process from ``/proc``. :class:`LoggedNode` starts ``servo-node run`` with stdout+stderr in a file, so the
+log can be searched for ``Traceback`` while the process runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tests.procs import BIN, read_register, stop, wait_for
+
+HEARTBEAT_GAP_LIMIT_S = 1.5
+"""The product's promise: heartbeats at 1 Hz, never a gap above 1.5 s (the fuzzing invariant)."""
+
+
+def rss_kib(pid: int) -> int:
+    """VmRSS of a process [KiB]."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+@dataclasses.dataclass
+class DynamicsSample:
+    """One ``dynamics`` message: receive time [s, monotonic], measured position and velocity."""
+
+    t: float
+    position: float
+    velocity: float
+
+
+class BusObserver:
+    """Heartbeats of one node and its ``dynamics`` subject, recorded from a pycyphal node in a thread."""
+
+    def __init__(self, node_id: int, observer_node_id: int, dynamics_subject: int | None = None) -> None:
+        self.node_id = node_id
+        self.heartbeats: list[float] = []
+        self.dynamics: list[DynamicsSample] = []
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="bus-observer", daemon=True)
+        self._thread.start()
+        self._started = time.monotonic()
+        self._presentation = self._run(self._open(observer_node_id, dynamics_subject))
+
+    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    async def _open(self, observer_node_id: int, dynamics_subject: int | None) -> Any:
+        import pycyphal.presentation
+        import uavcan.node
+        import zubax.physics.dynamics
+
+        from cyphal_common.transport import make_transport
+
+        transport = make_transport({"uavcan.node.id": observer_node_id, "uavcan.udp.iface": "127.0.0.1"})
+        presentation = pycyphal.presentation.Presentation(transport)
+        hb = presentation.make_subscriber_with_fixed_subject_id(uavcan.node.Heartbeat_1_0)
+
+        async def on_heartbeat(_msg: Any, meta: Any) -> None:
+            if meta.source_node_id == self.node_id:
+                with self._lock:
+                    self.heartbeats.append(float(meta.timestamp.monotonic))
+
+        hb.receive_in_background(on_heartbeat)
+        if dynamics_subject is not None:
+            dyn = presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, dynamics_subject)
+
+            async def on_dynamics(msg: Any, meta: Any) -> None:
+                if meta.source_node_id == self.node_id:
+                    k = msg.value.kinematics
+                    with self._lock:
+                        self.dynamics.append(
+                            DynamicsSample(
+                                float(meta.timestamp.monotonic), float(k.base.position), float(k.base.velocity)
+                            )
+                        )
+
+            dyn.receive_in_background(on_dynamics)
+        return presentation
+
+    def heartbeat_gaps(self, since: float | None = None) -> float:
+        """Largest gap between heartbeats received after ``since`` (and up to now) [s]."""
+        with self._lock:
+            times = [t for t in self.heartbeats if since is None or t >= since]
+        if not times:
+            return time.monotonic() - (since if since is not None else self._started)
+        edges = [since, *times] if since is not None else times
+        gaps = [b - a for a, b in itertools.pairwise(edges)]
+        gaps.append(time.monotonic() - times[-1])
+        return max(gaps)
+
+    def heartbeats_after(self, t: float) -> list[float]:
+        """Reception times of the node's heartbeats later than ``t``."""
+        with self._lock:
+            return [x for x in self.heartbeats if x > t]
+
+    def wait_heartbeats(self, count: int = 2, timeout: float = 60.0) -> None:
+        """Block until ``count`` heartbeats of the node have been heard."""
+        wait_for(lambda: len(self.heartbeats) >= count, timeout, what=f"{count} heartbeats of node {self.node_id}")
+
+    def dynamics_since(self, since: float) -> list[DynamicsSample]:
+        """``dynamics`` samples received at or after ``since``."""
+        with self._lock:
+            return [d for d in self.dynamics if d.t >= since]
+
+    def close(self) -> None:
+        """Close the pycyphal node and stop the thread."""
+
+        async def shutdown() -> None:
+            self._presentation.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._run(shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+
+@contextmanager
+def observer(node_id: int, observer_node_id: int, dynamics_subject: int | None = None) -> Iterator[BusObserver]:
+    """A :class:`BusObserver`, closed at the end of the block."""
+    obs = BusObserver(node_id, observer_node_id, dynamics_subject)
+    try:
+        yield obs
+    finally:
+        obs.close()
+
+
+@dataclasses.dataclass
+class LoggedNode:
+    """A running ``servo-node`` process whose combined output goes to ``log``."""
+
+    proc: subprocess.Popen[str]
+    log: Path
+    node_id: int
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def text(self) -> str:
+        """Everything the process printed so far."""
+        return self.log.read_text(errors="replace")
+
+    def assert_alive_and_clean(self) -> None:
+        """Still running, and no traceback in its log."""
+        assert self.proc.poll() is None, f"servo-node exited with {self.proc.returncode}:\n{self.text()[-4000:]}"
+        text = self.text()
+        assert "Traceback" not in text, f"traceback in the servo-node log:\n{text[-6000:]}"
+
+
+@contextmanager
+def logged_servo_node(env: Mapping[str, str], registry: Path, log: Path, node_id: int) -> Iterator[LoggedNode]:
+    """``servo-node run`` with its output in ``log``; yielded once it answers register reads; SIGINT at the end."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [str(BIN / "servo-node"), "run", "--registry", str(registry)],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    node = LoggedNode(proc, log, node_id)
+    try:
+        wait_for(
+            lambda: proc.poll() is None and read_register(node_id, "uavcan.node.id", env) == node_id,
+            timeout=120,
+            what=f"servo-node {node_id} to answer (exit code {proc.poll()}); log: {log}",
+        )
+        yield node
+    finally:
+        stop(proc)

@@ -1,0 +1,133 @@
+"""Issue 10 item 5: every refused register write is counted and reported, whatever layer refused it.
+
+Writes go through the real yakut CLI: ``y r`` (yakut coerces the text to the register's type first, so a wrong *size*
+reaches the node) and ``y call uavcan.register.access`` (a wrong *type* reaches the node as sent). pycyphal's register
+server refuses those inside its value conversion; before, only validator refusals were counted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from servo_node.registers import ServoRegistry
+from tests.hostile.harness import LoggedNode, logged_servo_node
+from tests.procs import RegisterClient, base_env, wait_for, y
+
+NODE = 3716
+READER = 3992
+_client_ids = itertools.count(3801)  # A fresh client node-ID per yakut call: no transfer-ID clash between calls.
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LoggedNode, RegisterClient, dict[str, str]]]:
+    tmp = tmp_path_factory.mktemp("refused")
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    with logged_servo_node(env, tmp / "servo.db", tmp / "servo.log", NODE) as proc:
+        reader = RegisterClient(env, NODE, READER)
+        try:
+            yield proc, reader, env
+        finally:
+            reader.close()
+
+
+def refused(reader: RegisterClient) -> int:
+    return int(reader.json("sys.counters")["refused_writes"])
+
+
+ACCESS = "uavcan.register.access"
+CASES = [
+    # (yakut arguments, register, value afterwards, words in the report)
+    (["r", "servo.profile.velocity", "1", "2", "3"], "servo.profile.velocity", [-10.0, 10.0], "must be two values"),
+    (
+        ["call", ACCESS, "{name: {name: servo.profile.jerk}, value: {string: {value: hello}}}"],
+        "servo.profile.jerk",
+        [500.0],
+        "cannot convert string to real32[1]",
+    ),
+    (
+        ["call", ACCESS, "{name: {name: servo.drive.mode}, value: {natural16: {value: [7]}}}"],
+        "servo.drive.mode",
+        "velocity",
+        "cannot convert natural16[1] to string",
+    ),
+    (
+        ["call", ACCESS, "{name: {name: servo.profile.velocity}, value: {real64: {value: [-1, 2, 3]}}}"],
+        "servo.profile.velocity",
+        [-10.0, 10.0],
+        "needs 2 values, got 3",
+    ),
+    (
+        ["call", ACCESS, "{name: {name: servo.profile.jerk}, value: {real32: {value: [.nan, 1]}}}"],
+        "servo.profile.jerk",
+        [500.0],
+        "needs 1 value, got 2",
+    ),
+    (["r", "servo.profile.jerk", "nan"], "servo.profile.jerk", [500.0], "not finite"),  # The validator, as before.
+]
+
+
+@pytest.mark.parametrize(("args", "name", "after", "words"), CASES)
+def test_refused_write_is_counted_and_reported(
+    args: list[str], name: str, after: object, words: str, node: tuple[LoggedNode, RegisterClient, dict[str, str]]
+) -> None:
+    proc, reader, env = node
+    before = refused(reader)
+    verb, *rest = args
+    y(verb, str(NODE), *rest, env=env, client_id=next(_client_ids))
+    wait_for(lambda: refused(reader) == before + 1, 10, what=f"refused_writes {before} -> {before + 1}")
+    assert reader.read(name) == after
+    wait_for(lambda: f"register write refused: {name}" in proc.text(), 10, what="the refusal in the log")
+    line = [ln for ln in proc.text().splitlines() if f"register write refused: {name}" in ln][-1]
+    assert words in line, line
+    proc.assert_alive_and_clean()
+
+
+Node = tuple[LoggedNode, RegisterClient, dict[str, str]]
+
+
+def test_yakut_refuses_text_for_a_number_before_sending(node: Node) -> None:
+    """``y r … servo.profile.jerk hello``: yakut's own coercion fails (exit code 100); nothing reaches the node."""
+    _, reader, env = node
+    before = refused(reader)
+    out = y("r", str(NODE), "servo.profile.jerk", "hello", env=env, client_id=next(_client_ids), check=False)
+    assert json.loads(out or "null") in (500.0, None)
+    assert refused(reader) == before and reader.read("servo.profile.jerk") == [500.0]
+
+
+def test_direct_writes_of_the_wrong_type_are_counted() -> None:
+    seen: list[tuple[str, str]] = []
+    reg = ServoRegistry(None, {}, on_refused=lambda n, r: seen.append((n, r)))
+    from pycyphal.application.register import ValueConversionError
+
+    with pytest.raises(ValueConversionError):
+        reg["servo.profile.jerk"] = "hello"
+    with pytest.raises(ValueConversionError):
+        reg["servo.profile.velocity"] = [1.0, 2.0, 3.0]
+    with pytest.raises(ValueConversionError):
+        reg["servo.profile.jerk"] = -1.0
+    assert reg.refused_writes == 3
+    assert [n for n, _ in seen] == ["servo.profile.jerk", "servo.profile.velocity", "servo.profile.jerk"]
+    reg["servo.profile.jerk"] = 42.0  # A good write is not counted.
+    assert reg.refused_writes == 3 and reg.real("servo.profile.jerk") == 42.0
+    reg.shutdown()
+
+
+def test_overflowing_real64_write_is_refused_quietly() -> None:
+    """Fuzz finding: real64 1e300 into a real32 register printed numpy's overflow RuntimeWarning on stderr."""
+    import warnings
+
+    from pycyphal.application.register import Real64, Value, ValueConversionError
+
+    reg = ServoRegistry(None, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proxy = reg["servo.profile.jerk"]
+        proxy.assign(Value(real64=Real64([1e300])))  # What pycyphal's register server does first.
+        with pytest.raises(ValueConversionError):
+            reg["servo.profile.jerk"] = proxy
+    assert reg.refused_writes == 1 and reg.real("servo.profile.jerk") == 500.0
+    reg.shutdown()

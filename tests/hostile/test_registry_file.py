@@ -1,0 +1,143 @@
+"""Issue 10 item 4: broken register files are a one-line error (exit 2, nothing changed); ``--fresh-registry``.
+
+The real ``servo-node`` and ``sim-plant`` commands are started on each broken file; their stderr must be exactly one
+line naming the file and the problem, with no traceback, and the file must be byte-for-byte what it was.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cyphal_common import registry_file
+from servo_node.errors import ConfigurationError
+from servo_node.registers import ServoRegistry
+from tests.procs import BIN, base_env, popen, read_register, wait_for
+
+NODE = 3715
+
+
+def empty(p: Path) -> None:
+    p.write_bytes(b"")
+
+
+def garbage(p: Path) -> None:
+    p.write_bytes(bytes((i * 37 + 11) % 256 for i in range(3000)))
+
+
+def truncated(p: Path) -> None:
+    """A real register file cut in half (a crash during a copy)."""
+    reg = ServoRegistry(p, {})
+    for i in range(200):
+        reg[f"test.filler.{i}"] = f"value {i} " * 20
+    reg.shutdown()
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+
+
+def directory(p: Path) -> None:
+    p.mkdir()
+    (p / "keep").write_text("x")
+
+
+def foreign(p: Path) -> None:
+    """A valid SQLite database of some other program."""
+    db = sqlite3.connect(p)
+    db.execute("create table songs (title text)")
+    db.commit()
+    db.close()
+
+
+BROKEN: dict[str, tuple[Callable[[Path], None], str]] = {
+    "empty": (empty, "is empty (0 bytes)"),
+    "garbage": (garbage, "not an SQLite database"),
+    "truncated": (truncated, "is damaged"),
+    "directory": (directory, "is a directory"),
+    "foreign": (foreign, "without a register table"),
+}
+
+
+def snapshot(p: Path) -> object:
+    if p.is_dir():
+        return ("dir", sorted((q.name, q.read_bytes()) for q in p.iterdir()))
+    return ("file", p.read_bytes())
+
+
+def command(program: str, path: Path, *extra: str) -> list[str]:
+    return [str(BIN / program), *(["run"] if program == "servo-node" else []), "--registry", str(path), *extra]
+
+
+@pytest.mark.parametrize("program", ["servo-node", "sim-plant"])
+@pytest.mark.parametrize("kind", sorted(BROKEN))
+def test_broken_register_file_is_one_line_error(program: str, kind: str, tmp_path: Path) -> None:
+    make, words = BROKEN[kind]
+    path = tmp_path / "regs.db"
+    make(path)
+    before = snapshot(path)
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    res = subprocess.run(command(program, path), env=env, capture_output=True, text=True, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert str(path) in lines[0] and words in lines[0] and "--fresh-registry" in lines[0], lines[0]
+    assert snapshot(path) == before, "the broken register file was changed"
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["regs.db"], "something was written next to it"
+
+
+@pytest.mark.parametrize("kind", ["garbage", "empty"])
+def test_fresh_registry_moves_the_bad_file_aside_and_starts(kind: str, tmp_path: Path) -> None:
+    make, _ = BROKEN[kind]
+    path = tmp_path / "regs.db"
+    make(path)
+    before = snapshot(path)
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    with popen(command("servo-node", path, "--fresh-registry"), env) as proc:
+        wait_for(
+            lambda: proc.poll() is None and read_register(NODE, "servo.profile.jerk", env) == 500.0,
+            timeout=120,
+            what=f"servo-node to start with defaults (exit code {proc.poll()})",
+        )
+    aside = [q for q in tmp_path.iterdir() if q.name.startswith("regs.db.bad-")]
+    assert len(aside) == 1 and snapshot(aside[0]) == before
+    registry_file.check(path)  # The new file is a valid register file.
+
+
+def test_check_in_process(tmp_path: Path) -> None:
+    """The cases the processes cannot show cheaply: fine files, a missing directory, ``.old-`` for valid files."""
+    registry_file.check(None)
+    registry_file.check(":memory:")
+    registry_file.check(tmp_path / "new.db")  # Absent: created later.
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        registry_file.check(tmp_path / "no" / "such" / "dir.db")
+    good = tmp_path / "good.db"
+    ServoRegistry(good, {}).shutdown()
+    registry_file.check(good)
+    moved = registry_file.move_aside(good)
+    assert moved is not None and moved.name.startswith("good.db.old-") and not good.exists()
+    assert registry_file.move_aside(good) is None
+
+
+def test_invalid_value_in_environment_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"servo\.profile\.jerk"):
+        ServoRegistry(None, {"SERVO__PROFILE__JERK": "-1"})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("UAVCAN__NODE__ID", "abc", "cannot be converted to natural16[1]"),  # A pycyphal register, made late.
+        ("SERVO__PROFILE__JERK", "abc", "cannot be converted to real32[1]"),
+        ("SERVO__PROFILE__JERK", "-1", "must be a single value > 0"),  # Was an AttributeError traceback.
+    ],
+)
+def test_unusable_environment_value_is_one_line_error(variable: str, value: str, words: str) -> None:
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    env[variable] = value
+    res = subprocess.run(command("servo-node", Path(":memory:")), env=env, capture_output=True, text=True, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
+    assert variable in lines[0] and words in lines[0], lines[0]

@@ -24,7 +24,18 @@ Ports (UDRAL service ``servo``; each is configured by its ``uavcan.{pub,sub}.<na
 Semantics. The joint is *engaged* while the latest readiness is ENGAGED and both a readiness message and a
 setpoint arrived within ``CONTROL_TIMEOUT_S`` (1 s); otherwise it is passive: the motor is off (Webots
 ``set_force(0)``), the joint coasts under spring, damper and static friction. Without a readiness port the
-joint is never engaged. Setpoint fields set to NaN are unset:
+joint is never engaged. Leaving ENGAGED:
+
+* by readiness (the controller publishes STANDBY/SLEEP): passive at once, the controller's decision;
+* by the control timeout (the controller is gone: killed, stopped, cut off): a *quick stop* first, as a real
+  drive's CiA 402 quick stop on a communication loss. The motor, at full ``max_force``, drives the joint's velocity
+  controller along a ramp from the velocity at that moment to 0 at ``sim.quick_stop_deceleration`` (a constant-
+  deceleration ramp, the joint's own ``sim.acceleration`` limit lifted meanwhile), then goes passive once the
+  ramp has ended and |v| ≤ 1e-3, or at the latest after |v₀| / min(deceleration, max_force / inertia) + 0.5 s (a
+  load stronger than the motor must not keep it powered). Meanwhile the feedback reports STANDBY and the health
+  is ADVISORY. ENGAGED readiness with a valid setpoint ends the quick stop and applies that setpoint.
+
+Setpoint fields set to NaN are unset:
 
 * position finite → position control ``set_position(p)``, ``set_velocity(|v|)`` (NaN: ``max_velocity``);
 * position NaN, velocity finite → velocity control ``set_position(+inf)``, ``set_velocity(v)`` (signed);
@@ -46,6 +57,8 @@ embedded joint uses: ``sim.kind``, ``sim.inertia``, ``sim.max_velocity``, ``sim.
 ========================  =========  =============================================================================
 ``sim.step_rate``         real64     Physics stepping rate [Hz], > 0. Default 1000.
 ``sim.publish_rate``      real64     Rate of ``servo.dynamics`` and ``servo.feedback`` [Hz], > 0. Default 100.
+``sim.quick_stop_``       real64     Deceleration of the quick stop on a control timeout [rad/s² or m/s²], > 0.
+``deceleration``                     Default 50. The motor's force may allow less: max_force / inertia.
 ========================  =========  =============================================================================
 
 Invalid values stop the node at startup with an error naming the register (exit status 2); a write that breaks

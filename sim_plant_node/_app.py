@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, NamedTuple
 
 import pycyphal
 import pycyphal.application
@@ -36,12 +36,13 @@ from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_t
 from sim_plant import JointParams
 
 from ._plant import Command, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
+from ._plant import Mode as PlantMode
 
 NODE_NAME = "io.github.cyphal_servo.sim_plant"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
 
 CONTROL_TIMEOUT_S = 1.0
-"""Without a setpoint and a readiness message within this time the joint falls back to STANDBY (passive)."""
+"""Without a setpoint and a readiness message within this time the drive quick-stops the joint, then goes passive."""
 
 STATUS_PERIOD_S = 1.0
 """Period of ``servo.status``."""
@@ -55,8 +56,11 @@ SPECS: Mapping[str, RegisterSpec] = {
     **JOINT_SPECS,
     "sim.step_rate": RegisterSpec(real64(1000.0), _RATE),
     "sim.publish_rate": RegisterSpec(real64(100.0), _RATE),
+    "sim.quick_stop_deceleration": RegisterSpec(real64(50.0), scalar(lambda x: x > 0.0, "> 0 [unit/s²]")),
 }
-"""The node's registers: the joint's (:data:`cyphal_common.joint_registers.JOINT_SPECS`) and the two rates."""
+"""The node's registers: the joint's (:data:`cyphal_common.joint_registers.JOINT_SPECS`), the two rates, and the
+deceleration of the quick stop on a control timeout (a drive setting, not a joint field: the servo node's
+embedded joint has no controller to lose)."""
 
 _logger = logging.getLogger(__name__)
 
@@ -65,8 +69,17 @@ class ConfigError(ValueError):
     """A register holds an invalid value; the message names the register."""
 
 
-def load_config(registry: register.Registry) -> tuple[JointParams, float, float]:
-    """Declare the ``sim.*`` registers (defaults, environment) and return (joint params, step rate, publish rate).
+class Config(NamedTuple):
+    """What the ``sim.*`` registers configure."""
+
+    params: JointParams
+    step_rate: float
+    publish_rate: float
+    quick_stop_deceleration: float
+
+
+def load_config(registry: register.Registry) -> Config:
+    """Declare the ``sim.*`` registers (defaults, environment) and return what they configure.
 
     :raises ConfigError: a register holds an invalid value; the message names the register.
     """
@@ -75,7 +88,12 @@ def load_config(registry: register.Registry) -> tuple[JointParams, float, float]
         params = joint_params(registry)
     except ValueError as ex:
         raise ConfigError(str(ex)) from ex
-    return params, float(registry["sim.step_rate"].floats[0]), float(registry["sim.publish_rate"].floats[0])
+    return Config(
+        params,
+        float(registry["sim.step_rate"].floats[0]),
+        float(registry["sim.publish_rate"].floats[0]),
+        float(registry["sim.quick_stop_deceleration"].floats[0]),
+    )
 
 
 def _software_version() -> uavcan.node.Version_1_0:
@@ -90,10 +108,13 @@ def _software_version() -> uavcan.node.Version_1_0:
 class SimPlantNode:
     """The ports of the node bridged to a :class:`Plant`: setpoints/readiness in, dynamics/feedback/status out."""
 
-    def __init__(self, node: pycyphal.application.Node, plant: Plant, publish_rate_hz: float) -> None:
+    def __init__(
+        self, node: pycyphal.application.Node, plant: Plant, publish_rate_hz: float, quick_stop_deceleration: float
+    ) -> None:
         """Create the ports (unset ones stay None) and start in STANDBY with the joint passive."""
         self._node = node
         self._plant = plant
+        self._quick_stop_deceleration = quick_stop_deceleration
         self._rotational = plant.params.kind == "rotational"
         self._publish_period = 1.0 / publish_rate_hz
         setpoint_t = dynamics_type(self._rotational)
@@ -176,8 +197,12 @@ class SimPlantNode:
                 self._plant.apply(self._command)
             _logger.info("ENGAGED")
         elif not engaged and self._engaged:
-            self._plant.passive()
-            _logger.info("Disengaged (%s)", "readiness" if fresh else "control timeout")
+            if fresh:  # The controller asked for STANDBY/SLEEP: its decision, motor off now.
+                self._plant.passive()
+                _logger.info("Disengaged (readiness)")
+            else:  # The controller is gone: bring the joint to rest before letting go.
+                bound = self._plant.quick_stop(self._quick_stop_deceleration)
+                _logger.info("Control timeout: quick stop (at most %.3f s), then passive", bound)
         self._engaged = engaged
 
     async def _supervise_loop(self) -> None:
@@ -198,12 +223,14 @@ class SimPlantNode:
         return int(common.Readiness_0_1.STANDBY)
 
     def health(self, now: float) -> Health:
-        """WARNING if the physics thread died, CAUTION if it lags, ADVISORY after a rejected setpoint, else NOMINAL."""
+        """WARNING if the physics thread died, CAUTION if it lags, ADVISORY during a quick stop or after a rejected
+        setpoint, else NOMINAL."""
         if not self._plant.alive:
             return Health.WARNING
-        if now - self._plant.sample().monotonic > 0.25:
+        sample = self._plant.sample()
+        if now - sample.monotonic > 0.25:
             return Health.CAUTION
-        if now - self._rejected_at <= 1.0:
+        if sample.mode is PlantMode.QUICK_STOP or now - self._rejected_at <= 1.0:
             return Health.ADVISORY
         return Health.NOMINAL
 
@@ -266,7 +293,7 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         print(f"sim-plant: {ex}", file=sys.stderr)
         return 2
     try:
-        params, step_rate, publish_rate = load_config(registry)
+        config = load_config(registry)
         transport = make_transport(registry)
     except ValueError as ex:
         registry.close()
@@ -285,13 +312,13 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         node.heartbeat_publisher.mode = Mode.INITIALIZATION
         node.start()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, Plant.warm_up, params)  # The heartbeat keeps going meanwhile.
-        plant = Plant(params, step_rate)
-        app = SimPlantNode(node, plant, publish_rate)
+        await loop.run_in_executor(None, Plant.warm_up, config.params)  # The heartbeat keeps going meanwhile.
+        plant = Plant(config.params, config.step_rate)
+        app = SimPlantNode(node, plant, config.publish_rate, config.quick_stop_deceleration)
         plant.start()
         app.start()
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
-        _logger.info("sim-plant up: node %s, %s joint %s", node.id, params.kind, params)
+        _logger.info("sim-plant up: node %s, %s joint %s", node.id, config.params.kind, config.params)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

@@ -16,6 +16,13 @@ from sim_plant import Joint, JointParams
 
 _logger = logging.getLogger(__name__)
 
+REST_VELOCITY = 1e-3
+"""|velocity| at or below which a quick stop counts the joint as at rest [rad/s or m/s]."""
+
+QUICK_STOP_MARGIN_S = 0.5
+"""Time a quick stop may take beyond its ideal duration (velocity / deceleration) before the motor is switched off
+anyway: a load stronger than the motor must not keep it powered forever."""
+
 MAX_STEP_S = 0.5
 """Longest wall-time gap stepped at once; a longer stall (a suspended process) loses the excess instead of
 stepping through seconds of simulated time in one lock-holding call."""
@@ -24,7 +31,8 @@ stepping through seconds of simulated time in one lock-holding call."""
 class Mode(enum.Enum):
     """What the joint's motor is doing."""
 
-    PASSIVE = "passive"  # Motor off, no force (STANDBY/SLEEP/timeout).
+    PASSIVE = "passive"  # Motor off, no force (STANDBY/SLEEP, or after a quick stop).
+    QUICK_STOP = "quick_stop"  # Motor braking the joint to rest on the quick-stop ramp (control timeout).
     POSITION = "position"
     VELOCITY = "velocity"
     FORCE = "force"
@@ -107,6 +115,10 @@ class Plant:
         self._motor_force = 0.0
         self._force = 0.0
         self._stamp = time.monotonic()
+        self._stop_start = 0.0  # Quick stop: when it started (simulated time), from which velocity, at which rate,
+        self._stop_velocity = 0.0  # and its bound [s] (QUICK_STOP mode only).
+        self._stop_deceleration = 0.0
+        self._stop_bound = 0.0
         self.lost_time = 0.0
         """Wall time not simulated because of stalls longer than :data:`MAX_STEP_S` [s]."""
         self.max_gap = 0.0
@@ -162,6 +174,8 @@ class Plant:
                     self.lost_time += gap - MAX_STEP_S
                     gap = MAX_STEP_S
                 try:
+                    if self._mode is Mode.QUICK_STOP:
+                        self._quick_stop_step(gap)
                     self._joint.step(gap)
                 except Exception:  # Never let the physics thread die silently: the node would freeze.
                     _logger.exception("Joint step failed; the joint is made passive")
@@ -173,12 +187,15 @@ class Plant:
         return self._thread is not None and self._thread.is_alive()
 
     def apply(self, command: Command) -> None:
-        """Put the motor under the command (thread-safe)."""
+        """Put the motor under the command (thread-safe); ends a quick stop."""
         with self._lock:
             j = self._joint
             if command.mode is Mode.PASSIVE:
                 self._apply_passive()
                 return
+            if command.mode is Mode.QUICK_STOP:
+                raise ValueError("a quick stop is started by quick_stop(), not by a command")
+            j.set_acceleration(self.params.acceleration)  # A quick stop lifted the limit; the joint's own again.
             j.set_motor_force(command.motor_force)
             if command.mode is Mode.FORCE:
                 j.set_force(command.force)
@@ -189,6 +206,54 @@ class Plant:
                 self._force = 0.0
             self._motor_force = command.motor_force
             self._mode = command.mode
+
+    def quick_stop(self, deceleration: float) -> float:
+        """Brake the joint to rest, then switch the motor off (thread-safe); returns the bound on its duration [s].
+
+        The drive's quick stop on a lost controller (CiA 402 "quick stop ramp", then disable): the motor, at its full
+        force ``max_force``, drives the joint's velocity controller along a ramp from the velocity now to 0 at
+        ``deceleration`` (the stepping thread moves the ramp's target at every step, on the joint's simulated time:
+        a stalled process neither skips the ramp nor runs out its bound while nothing was simulated). The joint's
+        own acceleration limit is lifted meanwhile (the ramp is the limit; the next command
+        restores it). The motor goes off when the ramp has ended and |v| ≤ :data:`REST_VELOCITY`, or at the latest at
+        the returned bound: the ramp's duration at the deceleration the motor can deliver,
+        |v| / min(deceleration, max_force / inertia), plus :data:`QUICK_STOP_MARGIN_S`. Without motor force it
+        cannot brake: passive at once (bound 0).
+        """
+        if not (math.isfinite(deceleration) and deceleration > 0.0):
+            raise ValueError(f"quick-stop deceleration must be a finite positive number, got {deceleration!r}")
+        with self._lock:
+            j = self._joint
+            p = self.params
+            if p.max_force <= 0.0:
+                self._apply_passive()
+                return 0.0
+            v0 = j.velocity
+            bound = abs(v0) / min(deceleration, p.max_force / p.inertia) + QUICK_STOP_MARGIN_S
+            self._stop_start, self._stop_velocity, self._stop_deceleration = j.time, v0, deceleration
+            self._stop_bound = bound
+            j.set_acceleration(-1.0)
+            j.set_motor_force(p.max_force)
+            j.set_position(math.inf)
+            j.set_velocity(v0)
+            self._mode = Mode.QUICK_STOP
+            self._motor_force = p.max_force
+            self._force = 0.0
+            return bound
+
+    def _quick_stop_step(self, dt: float) -> None:
+        """With the lock held, before a step of ``dt``: motor off once at rest (or at the bound), else move the
+        ramp's target to the end of that step."""
+        j = self._joint
+        elapsed = j.time - self._stop_start
+        ramp_done = abs(self._stop_velocity) <= self._stop_deceleration * elapsed
+        if (ramp_done and abs(j.velocity) <= REST_VELOCITY) or elapsed >= self._stop_bound:
+            if abs(j.velocity) > REST_VELOCITY:
+                _logger.warning("Quick stop: not at rest by its bound (v = %.6g); motor off anyway", j.velocity)
+            self._apply_passive()
+            return
+        remaining = abs(self._stop_velocity) - self._stop_deceleration * (elapsed + dt)
+        j.set_velocity(math.copysign(max(0.0, remaining), self._stop_velocity))
 
     def passive(self) -> None:
         """Motor off, no force: the joint coasts (spring, damper and static friction still act). Thread-safe."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from pathlib import Path
@@ -12,9 +13,12 @@ from pycyphal.application import make_registry
 from sim_plant import JointParams
 from sim_plant_node._app import ConfigError, load_config
 from sim_plant_node._plant import (
+    QUICK_STOP_MARGIN_S,
+    REST_VELOCITY,
     Command,
     Mode,
     Plant,
+    Sample,
     SetpointRejectedError,
     demand_factor_pct,
     interpret,
@@ -67,15 +71,16 @@ def test_load_config_defaults_and_environment() -> None:
     """Registers default to JointParams' values (limits 100) and take SIM__* environment variables."""
     reg = make_registry(None, environment_variables={"SIM__KIND": "linear", "SIM__INERTIA": "2.5"})
     try:
-        params, step_rate, publish_rate = load_config(reg)
-        assert params == JointParams(kind="linear", inertia=2.5, max_velocity=100.0, max_force=100.0)
-        assert (step_rate, publish_rate) == (1000.0, 100.0)
+        config = load_config(reg)
+        assert config.params == JointParams(kind="linear", inertia=2.5, max_velocity=100.0, max_force=100.0)
+        assert (config.step_rate, config.publish_rate, config.quick_stop_deceleration) == (1000.0, 100.0, 50.0)
         assert str(reg["sim.kind"]) == "linear"
         assert {n for n in reg if n.startswith("sim.")} == {
             f"sim.{n}"
             for n in (
                 "kind inertia max_velocity max_force control_p acceleration position min_position max_position "
-                "min_stop max_stop spring_constant damping_constant static_friction step_rate publish_rate"
+                "min_stop max_stop spring_constant damping_constant static_friction step_rate publish_rate "
+                "quick_stop_deceleration"
             ).split()
         }
     finally:
@@ -91,6 +96,7 @@ def test_load_config_defaults_and_environment() -> None:
         ({"SIM__MIN_POSITION": "1", "SIM__MAX_POSITION": "-1"}, "sim.min_position"),
         ({"SIM__STEP_RATE": "0"}, "sim.step_rate"),
         ({"SIM__PUBLISH_RATE": "nan"}, "sim.publish_rate"),
+        ({"SIM__QUICK_STOP_DECELERATION": "0"}, "sim.quick_stop_deceleration"),
     ],
 )
 def test_load_config_rejects_invalid_values(env: dict[str, str], name: str) -> None:
@@ -141,9 +147,87 @@ def test_registers_persist_in_the_register_file(tmp_path: Path) -> None:
             reg.close()
         reg = make_registry(str(path), environment_variables={})
         try:
-            params, _step_rate, publish_rate = load_config(reg)
+            config = load_config(reg)
         finally:
             reg.close()
-        assert params.inertia == 3.0 and publish_rate == 50.0
+        assert config.params.inertia == 3.0 and config.publish_rate == 50.0
     finally:
         path.unlink(missing_ok=True)
+
+
+def _spin_then_quick_stop(params: JointParams, velocity: float, deceleration: float) -> tuple[float, list[Sample]]:
+    """Spin a plant to ``velocity`` in velocity control, quick-stop it; (bound, samples until 1 s after passive)."""
+    Plant.warm_up(params)
+    plant = Plant(params, 1000.0)
+    try:
+        plant.start()
+        plant.apply(Command(Mode.VELOCITY, target_position=INF, velocity=velocity, motor_force=params.max_force))
+        deadline = time.monotonic() + 60.0
+        while abs(plant.sample().velocity - velocity) > 1e-6:
+            assert time.monotonic() < deadline, f"never reached {velocity}: {plant.sample()}"
+            time.sleep(0.01)
+        bound = plant.quick_stop(deceleration)
+        samples = [plant.sample()]
+        passive_at = math.inf
+        while samples[-1].monotonic < passive_at + 1.0:  # Plant time (monotonic of the steps), not a verdict.
+            assert time.monotonic() < deadline + 60.0, f"no passive joint: {samples[-1]}"
+            time.sleep(0.002)
+            s = plant.sample()
+            if s.monotonic > samples[-1].monotonic:
+                samples.append(s)
+            if s.mode is Mode.PASSIVE and passive_at == math.inf:
+                passive_at = s.monotonic
+        return bound, samples
+    finally:
+        plant.close()
+
+
+@pytest.mark.parametrize(
+    ("params", "deceleration", "effective"),
+    [
+        (JointParams(max_velocity=100.0, max_force=100.0), 20.0, 20.0),  # The ramp limits.
+        (JointParams(inertia=2.0, max_velocity=100.0, max_force=10.0), 50.0, 5.0),  # The motor's force limits.
+        (JointParams(max_velocity=100.0, max_force=100.0, acceleration=1.0), 20.0, 20.0),  # Joint limit lifted.
+    ],
+)
+def test_quick_stop_brakes_to_rest_then_lets_go(params: JointParams, deceleration: float, effective: float) -> None:
+    """A quick stop decelerates at min(deceleration, max_force/inertia) to rest, then the motor goes off and the
+    (frictionless) joint stays where it stopped; all within the bound computed from that deceleration."""
+    v0 = 4.0
+    bound, samples = _spin_then_quick_stop(params, v0, deceleration)
+    assert bound == pytest.approx(v0 / effective + QUICK_STOP_MARGIN_S)
+    start = samples[0].sim_time
+    braking = [s for s in samples if s.mode is Mode.QUICK_STOP]
+    passive = [s for s in samples if s.mode is Mode.PASSIVE]
+    assert braking and passive and samples.index(passive[0]) == len(braking)  # Braking, then passive for good.
+    rest = passive[0]
+    assert abs(rest.velocity) <= REST_VELOCITY and rest.force == 0.0
+    assert rest.sim_time - start <= bound  # In simulated time: the ramp's duration and the margin.
+    assert rest.sim_time - start >= v0 / effective - 0.01  # Not faster than the deceleration allows.
+    for a, b in itertools.pairwise(braking):
+        assert b.velocity <= a.velocity + 1e-9  # Never speeds up.
+        assert (a.velocity - b.velocity) / (b.sim_time - a.sim_time) <= effective * 1.02 + 1e-6
+    assert all(abs(s.velocity) <= REST_VELOCITY and s.force == 0.0 for s in passive)
+    assert max(s.position for s in passive) - min(s.position for s in passive) <= REST_VELOCITY * 1.0
+
+
+def test_command_after_quick_stop_restores_the_joint_acceleration_limit() -> None:
+    """After a quick stop (which lifts ``sim.acceleration``) the next command runs under that limit again."""
+    params = JointParams(max_velocity=100.0, max_force=100.0, acceleration=2.0)
+    Plant.warm_up(params)
+    plant = Plant(params, 1000.0)
+    try:
+        plant.start()
+        plant.quick_stop(50.0)  # At rest already: passive at once.
+        deadline = time.monotonic() + 30.0
+        while plant.sample().mode is not Mode.PASSIVE:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        plant.apply(Command(Mode.VELOCITY, target_position=INF, velocity=10.0, motor_force=100.0))
+        first = plant.sample()
+        while (s := plant.sample()).monotonic < first.monotonic + 0.5:
+            assert time.monotonic() < deadline + 30.0
+            time.sleep(0.01)
+        assert 0.0 < s.velocity <= first.velocity + 2.0 * (s.monotonic - first.monotonic) * 1.02 + 1e-6
+    finally:
+        plant.close()

@@ -1,0 +1,64 @@
+"""The built sdist and wheel hold exactly what a user needs: every module, every DSDL file, metadata; no tests."""
+
+from __future__ import annotations
+
+import email.parser
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import PACKAGES, PYPROJECT, REPO_ROOT, VERSION, Dist
+
+pytestmark = pytest.mark.install
+
+DIST_INFO = f"cyphal_servo-{VERSION}.dist-info"
+
+
+def _payload() -> set[str]:
+    """Every file of the four packages in the checkout: the modules and the DSDL definitions (POSIX paths)."""
+    files = set()
+    for pkg in PACKAGES:
+        for path in (REPO_ROOT / pkg).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".dsdl") and "__pycache__" not in path.parts:
+                files.add(path.relative_to(REPO_ROOT).as_posix())
+    return files
+
+
+def test_wheel_holds_every_module_and_dsdl_file_and_nothing_else(dist: Dist) -> None:
+    """The wheel's files are the packages' modules and DSDL files plus its dist-info: no tests, caches, leftovers."""
+    assert dist.wheel.name == f"cyphal_servo-{VERSION}-py3-none-any.whl"
+    names = set(zipfile.ZipFile(dist.wheel).namelist())
+    payload = _payload()
+    dsdl = {n for n in payload if n.endswith(".dsdl")}
+    assert len(dsdl) > 100 and {n.split("/")[2] for n in dsdl} == {"uavcan", "zubax", "reg"}
+    assert {n for n in names if not n.startswith(DIST_INFO + "/")} == payload
+    assert {n.split("/")[0] for n in names} == {*PACKAGES, DIST_INFO}
+    assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]
+
+
+def test_wheel_metadata_and_commands(dist: Dist) -> None:
+    """Version, licence, Python and dependencies come from pyproject.toml; both console scripts are declared."""
+    wheel = zipfile.ZipFile(dist.wheel)
+    meta = email.parser.Parser().parsestr(wheel.read(f"{DIST_INFO}/METADATA").decode())
+    project = PYPROJECT["project"]
+    assert meta["Name"] == "cyphal-servo" and meta["Version"] == VERSION
+    assert meta["License-Expression"] == "MIT"
+    assert meta["Requires-Python"] == project["requires-python"]
+    requires = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
+    assert len(requires) == len(project["dependencies"])
+    entry_points = wheel.read(f"{DIST_INFO}/entry_points.txt").decode()
+    for script, target in project["scripts"].items():
+        assert f"{script} = {target}" in entry_points
+
+
+def test_sdist_builds_the_same_package(dist: Dist) -> None:
+    """The sdist (the wheel was built from it) has the build files, every module and DSDL file, and no tests."""
+    prefix = f"cyphal_servo-{VERSION}/"
+    with tarfile.open(dist.sdist) as tar:
+        names = {m.name.removeprefix(prefix) for m in tar.getmembers() if m.isfile()}
+    assert {"pyproject.toml", "README.md", "PKG-INFO"} <= names
+    assert _payload() <= names
+    assert not [n for n in names if n.startswith(("tests/", "bench/"))]
+    assert all(Path(n).parts[0] in (*PACKAGES, "cyphal_servo.egg-info") for n in names if "/" in n)

@@ -83,6 +83,33 @@ class Rejected:
     reason: str
 
 
+SERVO_COMMAND_PREFIXES = (4, 8, 12, 20, 28, 32)
+"""Serialized sizes [byte] of ``zubax.telega.ServoCommand.1.0``'s structural supertypes: the target position
+(``Real32``), + velocity, + force, + the velocity limit pair, + the acceleration pair, + the jerk (the whole
+message). A payload of another size is not a setpoint: a ``String``, an ``Empty``, a heartbeat."""
+
+SERVO_COMMAND_EXTENT = 63
+"""The type's extent [byte]: longer payloads (future extensions) are truncated to it by the transport."""
+
+
+def payload_rejection(payload: bytes | memoryview, zero_padded: bool) -> str | None:
+    """Why a raw payload on the setpoint subject is not a setpoint, or None if it is one.
+
+    Accepted: exactly one of :data:`SERVO_COMMAND_PREFIXES`, or at least the whole message (a newer minor
+    version). ``zero_padded`` (CAN FD, which pads a frame to the next DLC size with zeros): a prefix size followed
+    only by zero bytes is accepted too.
+    """
+    n = len(payload)
+    if n in SERVO_COMMAND_PREFIXES or n >= SERVO_COMMAND_PREFIXES[-1]:
+        return None
+    if zero_padded:
+        data = bytes(payload)
+        for size in reversed(SERVO_COMMAND_PREFIXES):
+            if size < n and not any(data[size:]):
+                return None
+    return f"payload of {n} bytes is no ServoCommand prefix ({', '.join(map(str, SERVO_COMMAND_PREFIXES))} or more)"
+
+
 def _json_float(x: float) -> float | str:
     return float(f"{x:.7g}") if math.isfinite(x) else ("inf" if x > 0 else "-inf")
 

@@ -92,3 +92,20 @@ def test_summary_is_json_ready() -> None:
     sp = cmd(-math.inf)
     assert isinstance(sp, Setpoint)
     assert sp.summary()["target"] == ["-inf", -10.0]
+
+
+def test_payload_sizes_that_are_setpoints() -> None:
+    """Only ServoCommand's structural supertypes (its prefixes) or longer are setpoints; CAN FD zero padding is
+    accepted after a prefix boundary, anything else (a String, an Empty, a heartbeat, one byte) is refused."""
+    from servo_node.setpoint import SERVO_COMMAND_PREFIXES, payload_rejection
+
+    for n in SERVO_COMMAND_PREFIXES + (33, 63):
+        assert payload_rejection(bytes(n), zero_padded=False) is None, n
+    for n in (0, 1, 2, 3, 5, 7, 16, 24, 31):
+        assert payload_rejection(b"\x01" * n, zero_padded=False), n
+    hello = b"\x05\x00hello"  # uavcan.primitive.String("hello")
+    assert payload_rejection(hello, zero_padded=False) and payload_rejection(hello, zero_padded=True)
+    padded = b"\x01" * 20 + b"\x00" * 3  # 20-byte prefix in a 24-byte CAN FD frame (tail byte aside)
+    assert payload_rejection(padded, zero_padded=True) is None
+    assert payload_rejection(padded, zero_padded=False)
+    assert payload_rejection(b"\x01" * 20 + b"\x00\x01\x00", zero_padded=True)  # Not only zeros after the prefix.

@@ -99,7 +99,7 @@ def test_payload_sizes_that_are_setpoints() -> None:
     accepted after a prefix boundary, anything else (a String, an Empty, a heartbeat, one byte) is refused."""
     from servo_node.setpoint import SERVO_COMMAND_PREFIXES, payload_rejection
 
-    for n in SERVO_COMMAND_PREFIXES + (33, 63):
+    for n in (*SERVO_COMMAND_PREFIXES, 33, 63):
         assert payload_rejection(bytes(n), zero_padded=False) is None, n
     for n in (0, 1, 2, 3, 5, 7, 16, 24, 31):
         assert payload_rejection(b"\x01" * n, zero_padded=False), n

@@ -304,7 +304,8 @@ class ServoNode:
 
     async def _supervise(self) -> None:
         """Advance the arming gate, turn loop faults into errors, publish status and dynamics on time."""
-        period = 0.01
+        # Wake at least as often as dynamics are due (up to 1 kHz), or the 10 ms period would cap them at 100 Hz.
+        period = min(0.01, 1.0 / self.registry.real("servo.dynamics_rate"))
         next_at = time.monotonic()
         next_status = next_at
         dyn_period = 1.0 / self.registry.real("servo.dynamics_rate")
@@ -387,7 +388,9 @@ class ServoNode:
         )
         await pub.publish(
             zubax.physics.dynamics.DoF3rdTs_1_0(
-                timestamp=zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6)),
+                # The sample's own loop time on the system clock (the real loop clock is the monotonic one).
+                timestamp=zubax.Timestamp_1_0(microsecond=int((time.time() - time.monotonic() + sample.time_s) * 1e6)
+                                              if self.loop_clock == "real" else int(time.time() * 1e6)),
                 value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=sample.force),
             )
         )

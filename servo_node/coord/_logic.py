@@ -154,6 +154,9 @@ class MoveResult:
     """The same from the nodes' reference trajectories (their plans, started at their reported t0)."""
     dynamics_rate_hz: float
     """Mean rate of the recorded ``dynamics`` per axis during the move."""
+    rejected: tuple[str, ...] = ()
+    """Axes that did not take their setpoint, with the node's last rejection (e.g. a time-scaled jerk below the
+    node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
 
     @property
     def spread(self) -> float:
@@ -166,6 +169,7 @@ class MoveResult:
         rows = [f"sync {self.plan.used.value}" + (f" (phase infeasible: {self.plan.fallback})" if self.plan.fallback
                                                    else "") + f"; common duration {self.plan.duration:.6f} s"]
         rows += [f"note: {n}" for n in self.plan.notes]
+        rows += [f"REJECTED by {r}" for r in self.rejected]
         ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
         rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
                     f"{'arrival ms':>10} {'settled s':>10} {'error':>10}")
@@ -460,13 +464,17 @@ class Coordinator:
         recorded = self._recorders is not None
         recs = self._recorders or [_Recorder() for _ in self.axes]
         self._recorders = None
+        rejected: list[str] = []
         axes = []
         for ax, m, mot, pred, rec in zip(self.axes, reports, motions, predicted, recs, strict=True):
             pl = m.get("plan", {})
             t0 = float(pl.get("t0", math.nan))
             T = float(pl.get("T", math.nan))
-            if not (t0 >= sent_at - 0.5):
-                _logger.warning("%s: its plan started before this move (t0 %.6f, sent %.6f)", ax.label, t0, sent_at)
+            if not (t0 >= sent_at - 0.05) and mot.target != mot.p0:
+                why = await self.read_register(self.axes.index(ax), "sys.last_rejection")
+                _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
+                                "rejection: %s", ax.label, sent_at - t0, why or "none")
+                rejected.append(f"{ax.label}: {why or 'not taken'}")
             final = rec.p[-1] if rec.p else float(m["meas"][0])
             axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0, float(m.get("settled", math.nan))
                                    if isinstance(m.get("settled"), float) else math.nan, final))
@@ -486,4 +494,4 @@ class Coordinator:
         window = max(predicted) + 0.1
         counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
         rate = float(np.mean(counts)) / window if recorded else math.nan
-        return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate)
+        return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected))

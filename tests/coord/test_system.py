@@ -3,7 +3,9 @@
 Each node runs its embedded simulated joint with its own profile limits and inertia, on uncommon node-IDs and
 subject-IDs, over UDP and over udpmc CAN. Verdicts come from what the nodes report (their plan start t0 and
 duration T in ``sys.motion``, their stop in ``sys.status``/``sys.motion``) and from their ``dynamics``, which
-the test records itself (its own pycyphal node) — never from wall-clock timing of the test machine.
+the test records itself (its own pycyphal node) — never from wall-clock timing of the test machine. The start
+skew (each node's latency from reception to its next loop tick, which grows with the host's load) is what moves
+the axes off the line: ~0.13 % of the stroke per millisecond of skew in this move.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 COORD = [sys.executable, "-m", "servo_node.coord"]
 COORD_ID = 100
 DEADMAN_S = 0.5
-DYNAMICS_RATE_HZ = 1000
+DYNAMICS_RATE_HZ = 500
 
 # node-ID, setpoint subject, dynamics subject, profile v, a (dec, acc), jerk, inertia
 AXES = [
@@ -196,7 +198,10 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
                   f"{np.ptp(t0) * 1e3:.3f} ms, final errors {errors}, straight-line deviation "
                   f"{deviation * 100:.3f} % of stroke, dynamics at {[round(r) for r in rates]} Hz")
             assert all(abs(e) < 1e-3 for e in errors), errors
-            assert min(rates) >= 500.0, rates
+            # The nodes are asked for 500 Hz (1 kHz from three nodes loads a 2-core host enough to skew the starts);
+            # what arrives depends on the host's load (their asyncio loops). Dense enough for the line check: linear
+            # interpolation over 4 ms misses at most a·dt²/8 = 8 µm of an 8 unit/s² motion (< 0.001 % of these strokes).
+            assert min(rates) >= 250.0, rates
             assert spread < 0.020
             assert deviation <= 0.01
 

@@ -304,7 +304,8 @@ class ServoNode:
 
     async def _supervise(self) -> None:
         """Advance the arming gate, turn loop faults into errors, publish status and dynamics on time."""
-        period = 0.01
+        # Wake at least as often as dynamics are due (up to 1 kHz), or the 10 ms period would cap them at 100 Hz.
+        period = min(0.01, 1.0 / self.registry.real("servo.dynamics_rate"))
         next_at = time.monotonic()
         next_status = next_at
         dyn_period = 1.0 / self.registry.real("servo.dynamics_rate")
@@ -387,7 +388,9 @@ class ServoNode:
         )
         await pub.publish(
             zubax.physics.dynamics.DoF3rdTs_1_0(
-                timestamp=zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6)),
+                # The sample's own loop time on the system clock (the real loop clock is the monotonic one).
+                timestamp=zubax.Timestamp_1_0(microsecond=int((time.time() - time.monotonic() + sample.time_s) * 1e6)
+                                              if self.loop_clock == "real" else int(time.time() * 1e6)),
                 value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=sample.force),
             )
         )
@@ -415,17 +418,20 @@ class ServoNode:
         if self._loop is None:
             return {"engaged": False}
         s = self._last_sample or self._loop.sample()
-        return {
+        # t0: the plan's start on the system clock (the clock of the dynamics timestamps) [second], µs resolution.
+        t0 = time.time() - time.monotonic() + s.plan_start_s if self.loop_clock == "real" else math.nan
+        return _fit_keys({
             "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration),
             "meas": _g(s.position, s.velocity, s.acceleration, s.force),
-            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0]},
+            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
+                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0)},
             "settled": _g(s.settled_after_s)[0],
             "track_max": _g(s.tracking_error_max)[0],
             "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s),
             "limited": s.limited,
             "engaged": s.engaged,
             "t": _g(s.time_s)[0],
-        }
+        }, ("t", "limited", "stop", "track_max", "settled"))
 
     def counts(self) -> dict[str, Any]:
         """``sys.counters``: event counts since the process started."""
@@ -484,6 +490,15 @@ def _fit(doc: dict[str, Any], shrinkable: dict[str, Any]) -> dict[str, Any]:
     """Shorten the ``reason`` text until the JSON fits a register string."""
     while len(json.dumps(doc, separators=(",", ":")).encode()) > _REGISTER_STRING_MAX and shrinkable["reason"]:
         shrinkable["reason"] = shrinkable["reason"][:-8]
+    return doc
+
+
+def _fit_keys(doc: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """Drop the ``optional`` keys, in order, until the JSON fits a register string."""
+    for key in optional:
+        if len(json.dumps(doc, separators=(",", ":")).encode()) <= _REGISTER_STRING_MAX:
+            break
+        doc.pop(key, None)
     return doc
 
 

@@ -1,0 +1,32 @@
+"""Coordinated motion of several servo nodes: they start together and arrive together (``servo-coord``).
+
+:mod:`._sync` is the pure synchronisation math (which limits make each node's own time-optimal plan last the
+common duration); :mod:`._logic` joins the bus, reads states and limits, sends one burst of setpoints and
+measures the arrival; :mod:`._cmd` is the command line. Importing this package has no side effects: the
+generated DSDL types are imported by the functions that need them (compile them first,
+``cyphal_common.dsdl.ensure_compiled()``, as the entry point does).
+"""
+
+from ._sync import AxisMotion as AxisMotion
+from ._sync import AxisPlan as AxisPlan
+from ._sync import Sync as Sync
+from ._sync import SyncPlan as SyncPlan
+from ._sync import normalised_progress as normalised_progress
+from ._sync import optimal_duration as optimal_duration
+from ._sync import phase_limits as phase_limits
+from ._sync import synchronize as synchronize
+from ._sync import time_limits as time_limits
+from ._sync import time_scaled as time_scaled
+
+__all__ = [
+    "AxisMotion",
+    "AxisPlan",
+    "Sync",
+    "SyncPlan",
+    "normalised_progress",
+    "optimal_duration",
+    "phase_limits",
+    "synchronize",
+    "time_limits",
+    "time_scaled",
+]

@@ -1,0 +1,84 @@
+"""The ``servo-coord`` command line: options only; the work is in :mod:`._logic`.
+
+Examples (the bus comes from the standard environment, as for yakut)::
+
+    export UAVCAN__UDP__IFACE=127.0.0.1 UAVCAN__NODE__ID=120
+    servo-coord move --axis 21:1021:1031 --axis 22:1022:1032 --to 1.5,-0.8 --hold 2
+    servo-coord move --axes arm.toml --to 0.3,0.2,-1 --sync time
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+
+from ._sync import Sync
+
+EXIT_CODE_UNSUCCESSFUL = 100
+"""Exit code of a move that could not be made (as yakut's)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="servo-coord", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    mv = sub.add_parser("move", help="move several servo nodes to their targets together")
+    mv.add_argument("--axis", action="append", default=[], metavar="NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT",
+                    help="one servo (repeatable, in the order of --to)")
+    mv.add_argument("--axes", metavar="FILE", help="TOML file of [[axis]] name, node_id, setpoint, dynamics")
+    mv.add_argument("--to", required=True, metavar="P1,P2,…", help="target positions, one per axis")
+    mv.add_argument("--sync", choices=[s.value for s in Sync], default=Sync.PHASE.value,
+                    help="phase: straight line in joint space (default); time: arrive together; none: each optimal")
+    mv.add_argument("--hold", type=float, default=None, metavar="SECONDS",
+                    help="keep publishing the final setpoints this long after the planned end (default: until Ctrl-C)")
+    mv.add_argument("-v", "--verbose", action="store_true")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``servo-coord``."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from servo_node._kernel_cache import invalidate_if_sources_changed
+
+    invalidate_if_sources_changed()
+    from cyphal_common import dsdl
+
+    dsdl.ensure_compiled()
+    from ._logic import Axis, CoordError, Coordinator, load_axes, parse_axis
+
+    try:
+        axes: list[Axis] = (load_axes(args.axes) if args.axes else []) + [parse_axis(a) for a in args.axis]
+        targets = [float(x) for x in args.to.split(",")]
+    except (ValueError, OSError) as ex:
+        print(f"servo-coord: {ex}", file=sys.stderr)
+        return 2
+    if not axes or len(targets) != len(axes):
+        print(f"servo-coord: {len(axes)} axes, {len(targets)} targets: give one target per axis", file=sys.stderr)
+        return 2
+
+    def sent(plan: object) -> None:
+        from ._sync import SyncPlan
+
+        assert isinstance(plan, SyncPlan)
+        if plan.fallback:
+            print(f"phase sync infeasible, using time sync: {plan.fallback}", flush=True)
+        print(f"sent: sync {plan.used.value}, common duration {plan.duration:.6f} s", flush=True)
+
+    async def run() -> int:
+        async with Coordinator(axes) as coord:
+            await coord.move(targets, args.sync, args.hold, on_sent=sent,
+                             on_result=lambda r: print(r.table(), flush=True))
+        return 0
+
+    try:
+        return asyncio.run(run())
+    except KeyboardInterrupt:
+        return 0
+    except CoordError as ex:
+        print(f"servo-coord: {ex}", file=sys.stderr)
+        return EXIT_CODE_UNSUCCESSFUL

@@ -1,0 +1,497 @@
+"""The coordinator on the bus: read every axis's state and limits, send one burst of setpoints, hold, measure.
+
+No option parsing here (:mod:`._cmd` does that). The generated DSDL types are imported where used, so importing
+this module needs no compiled DSDL.
+
+A move:
+
+1. the latest ``dynamics`` (``zubax.physics.dynamics.DoF3rdTs.1.0``) of every axis is its start state, its
+   ``servo.profile.{velocity,acceleration,jerk}`` registers (``uavcan.register.Access``) its own limits, and
+   ``servo.deadman_timeout`` sets how often the setpoints are repeated;
+2. :func:`~._sync.synchronize` plans every axis with the nodes' own OTG; targets and limits are rounded to the
+   float32 the wire carries and every duration is predicted again from exactly what the node receives;
+3. one ``zubax.telega.ServoCommand.1.0`` per axis, all in one burst (published back to back, with the
+   ``dynamics`` subscriptions closed so no reception delays it); the same messages are repeated until the
+   hold ends — a node re-plans only a *different* setpoint, so the repetitions only feed its deadman and never
+   change the synchronised plan;
+4. after the planned end, every node's ``sys.motion`` gives its plan start ``t0`` (system clock) and planned
+   duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. The recorded ``dynamics``
+   give the straight-line deviation: the largest spread over time of the axes' normalised progress
+   (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their timestamps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import json
+import logging
+import math
+import os
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from servo_node.setpoint import ProfileLimits
+
+from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize
+
+NODE_NAME = "io.github.cyphal_servo.coord"
+
+REST_VELOCITY = 1e-3
+"""A measured |v| below this [unit/s] (and |a| below 100× this) counts as at rest: the node plans such a start
+from rest (its reference is at rest), and phase sync needs rest."""
+
+_logger = logging.getLogger(__name__)
+
+
+class CoordError(RuntimeError):
+    """A move cannot be made: an axis is silent, a register is missing, the input is inconsistent."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One servo: its node-ID, the subject-ID of its ``setpoint_servo`` and of its ``dynamics``."""
+
+    node_id: int
+    setpoint: int
+    dynamics: int
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name or f"node {self.node_id}"
+
+
+def parse_axis(text: str) -> Axis:
+    """``NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT`` → :class:`Axis`."""
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(f"axis {text!r} is not NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT")
+    n, s, d = (int(p) for p in parts)
+    return Axis(n, s, d)
+
+
+def load_axes(path: str | Path) -> list[Axis]:
+    """Axes from a TOML file: ``[[axis]]`` tables with ``name``, ``node_id``, ``setpoint``, ``dynamics``."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    try:
+        return [Axis(int(a["node_id"]), int(a["setpoint"]), int(a["dynamics"]), str(a.get("name", "")))
+                for a in doc["axis"]]
+    except (KeyError, TypeError, ValueError) as ex:
+        raise ValueError(f"{path}: every [[axis]] needs node_id, setpoint and dynamics ({ex})") from ex
+
+
+@dataclass
+class _Recorder:
+    """Timestamped positions of one axis from its ``dynamics`` (system clock [second])."""
+
+    t: list[float] = field(default_factory=list)
+    p: list[float] = field(default_factory=list)
+    v: list[float] = field(default_factory=list)
+    a: list[float] = field(default_factory=list)
+    received: int = 0
+
+    def add(self, t: float, p: float, v: float, a: float) -> None:
+        self.received += 1
+        if self.t and t <= self.t[-1]:
+            return
+        self.t.append(t)
+        self.p.append(p)
+        self.v.append(v)
+        self.a.append(a)
+
+
+@dataclass(frozen=True)
+class AxisReport:
+    """One axis of a finished move."""
+
+    label: str
+    start: float
+    target: float
+    predicted: float
+    """The coordinator's prediction of the node's plan duration [second]."""
+    node_duration: float
+    """The node's own planned duration (``sys.motion`` plan.T) [second]."""
+    node_start: float
+    """The node's plan start t0 (system clock) [second]."""
+    settled: float
+    """Plan start to arrival within the node's tolerance [second] (NaN: not yet)."""
+    final: float
+    """Measured position after the move."""
+
+    @property
+    def arrival(self) -> float:
+        """t0 + T on the system clock [second]."""
+        return self.node_start + self.node_duration
+
+    @property
+    def moves(self) -> bool:
+        return self.target != self.start
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """A finished move: the plan, what every node reports, and the measured synchronisation."""
+
+    plan: SyncPlan
+    axes: tuple[AxisReport, ...]
+    sent_at: float
+    """System time the burst left [second]."""
+    burst_s: float
+    """From the first setpoint of the burst to the last leaving the coordinator [second]."""
+    planning_s: float
+    """Reading limits excluded: planning and float32 re-prediction [second]."""
+    deviation: float
+    """Straight-line deviation measured from ``dynamics`` (max spread of normalised progress); NaN if unknown."""
+    reference_deviation: float
+    """The same from the nodes' reference trajectories (their plans, started at their reported t0)."""
+    dynamics_rate_hz: float
+    """Mean rate of the recorded ``dynamics`` per axis during the move."""
+    rejected: tuple[str, ...] = ()
+    """Axes that did not take their setpoint, with the node's last rejection (e.g. a time-scaled jerk below the
+    node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
+
+    @property
+    def spread(self) -> float:
+        """Arrival spread: max − min of t0 + T over the moving axes [second]."""
+        arrivals = [a.arrival for a in self.axes if a.moves]
+        return max(arrivals) - min(arrivals) if arrivals else 0.0
+
+    def table(self) -> str:
+        """Human-readable summary, one line per axis."""
+        rows = [f"sync {self.plan.used.value}" + (f" (phase infeasible: {self.plan.fallback})" if self.plan.fallback
+                                                   else "") + f"; common duration {self.plan.duration:.6f} s"]
+        rows += [f"note: {n}" for n in self.plan.notes]
+        rows += [f"REJECTED by {r}" for r in self.rejected]
+        ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
+        rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
+                    f"{'arrival ms':>10} {'settled s':>10} {'error':>10}")
+        for a in self.axes:
+            rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
+                        f"{a.node_duration:>10.6f} "
+                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {(a.arrival - ref) * 1e3:>10.3f} "
+                        f"{a.settled:>10.4f} {a.final - a.target:>10.2e}")
+        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report); "
+                    f"burst {self.burst_s * 1e6:.0f} µs; planning {self.planning_s * 1e3:.3f} ms")
+        measured = (f"measured {self.deviation * 100:.3f} % (dynamics at {self.dynamics_rate_hz:.0f} Hz), "
+                    if math.isfinite(self.deviation) else "")
+        rows.append(f"straight-line deviation: {measured}reference {self.reference_deviation * 100:.4f} % of stroke "
+                    f"(the nodes' plans from their reported t0)")
+        return "\n".join(rows)
+
+
+def _f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+def _wire_limits(lim: ProfileLimits) -> ProfileLimits:
+    return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))
+
+
+def progress_deviation(series: Sequence[tuple[np.ndarray, np.ndarray]], starts: Sequence[float],
+                       targets: Sequence[float], t_from: float, t_to: float, step: float = 1e-3) -> float:
+    """Max over [t_from, t_to] of the spread of the normalised progress of the moving axes.
+
+    ``series``: per axis (times, positions); before its first sample an axis is at its start, after its last at
+    its last sample.
+    """
+    grid = np.arange(t_from, t_to + step, step)
+    rows = []
+    for (t, p), p0, pt in zip(series, starts, targets, strict=True):
+        if pt == p0 or len(t) == 0:
+            continue
+        rows.append((np.interp(grid, t, p, left=p0, right=p[-1]) - p0) / (pt - p0))
+    if len(rows) < 2:
+        return 0.0
+    s = np.vstack(rows)
+    return float(np.max(s.max(axis=0) - s.min(axis=0)))
+
+
+class Coordinator:
+    """A pycyphal node that moves several servo nodes together.
+
+    :param axes: the servos, in the order of the targets.
+    :param environment: ``UAVCAN__*`` registers (transport, node-ID; the node-ID must be set: register access
+        needs it); default ``os.environ``.
+    """
+
+    def __init__(self, axes: Sequence[Axis], environment: Mapping[str, str] | None = None) -> None:
+        if not axes:
+            raise ValueError("no axes")
+        self.axes = list(axes)
+        self._env = dict(os.environ if environment is None else environment)
+        self._node: Any = None
+        self._pubs: list[Any] = []
+        self._clients: list[Any] = []
+        self._subs: list[Any] = []
+        self._latest: list[tuple[float, float, float, float] | None] = [None] * len(axes)
+        self._recorders: list[_Recorder] | None = None
+        self._fresh = asyncio.Event()
+
+    async def start(self) -> None:
+        """Join the bus; idempotent."""
+        if self._node is not None:
+            return
+        import pycyphal.application
+        import uavcan.node
+        import uavcan.register
+        import zubax.physics.dynamics
+        import zubax.telega
+
+        from cyphal_common.transport import make_transport
+
+        registry = pycyphal.application.make_registry(None, self._env)
+        transport = make_transport(registry)
+        if transport is None:
+            raise CoordError("no transport configured: set UAVCAN__UDP__IFACE or UAVCAN__CAN__IFACE")
+        if transport.local_node_id is None:
+            transport.close()
+            raise CoordError("set UAVCAN__NODE__ID: reading the servos' registers needs a node-ID")
+        node = pycyphal.application.make_node(
+            pycyphal.application.NodeInfo(name=NODE_NAME, software_version=uavcan.node.Version_1_0(0, 1)),
+            registry, transport=transport,
+        )
+        self._node = node
+        pres = node.presentation
+        for ax in self.axes:
+            pub = pres.make_publisher(zubax.telega.ServoCommand_1_0, ax.setpoint)
+            pub.priority = pycyphal.transport.Priority.HIGH
+            self._pubs.append(pub)
+            client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
+            client.response_timeout = 1.0
+            self._clients.append(client)
+        node.start()
+        # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
+        await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
+                                                         AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
+
+    def _start_dynamics(self) -> None:
+        import zubax.physics.dynamics
+
+        if self._subs:
+            return
+        self._latest = [None] * len(self.axes)
+        for i, ax in enumerate(self.axes):
+            sub = self._node.presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, ax.dynamics)
+            sub.receive_in_background(self._on_dynamics(i))
+            self._subs.append(sub)
+
+    def _stop_dynamics(self) -> None:
+        for sub in self._subs:
+            sub.close()
+        self._subs.clear()
+
+    def close(self) -> None:
+        """Leave the bus; idempotent."""
+        if self._node is not None:
+            self._node.close()
+            self._node = None
+
+    async def __aenter__(self) -> Coordinator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        self.close()
+
+    def _on_dynamics(self, i: int) -> Callable[[Any, Any], Any]:
+        async def handler(msg: Any, _meta: Any) -> None:
+            kin = msg.value.kinematics
+            p, v, a = float(kin.base.position), float(kin.base.velocity), float(kin.acceleration)
+            t = msg.timestamp.microsecond * 1e-6
+            self._latest[i] = (t, p, v, a)
+            if self._recorders is not None:
+                self._recorders[i].add(t, p, v, a)
+            self._fresh.set()
+
+        return handler
+
+    # ---------------------------------------------------------------- bus reads
+
+    async def read_register(self, i: int, name: str) -> Any:
+        """A register of axis ``i``: a string, or a list of floats; raises :class:`CoordError` if unanswered."""
+        import uavcan.register
+        from pycyphal.application.register import ValueProxy
+
+        for _ in range(3):
+            res = await self._clients[i].call(uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name)))
+            if res is not None:
+                break
+        else:
+            raise CoordError(f"{self.axes[i].label}: no answer to a read of {name}")
+        value = res[0].value
+        if value.empty is not None:
+            raise CoordError(f"{self.axes[i].label}: no register {name}")
+        if value.string is not None:
+            return value.string.value.tobytes().decode()
+        return list(ValueProxy(value).floats)
+
+    async def limits(self, i: int) -> ProfileLimits:
+        """Axis ``i``'s default profile limits (its ``servo.profile.*`` registers)."""
+        v, a, j = await asyncio.gather(*(self.read_register(i, f"servo.profile.{n}")
+                                         for n in ("velocity", "acceleration", "jerk")))
+        return ProfileLimits(v[0], v[1], a[0], a[1], j[0])
+
+    async def motion(self, i: int) -> dict[str, Any]:
+        """Axis ``i``'s ``sys.motion`` register, parsed."""
+        return dict(json.loads(await self.read_register(i, "sys.motion")))
+
+    async def states(self, timeout: float = 3.0) -> list[tuple[float, float, float, float]]:
+        """The latest (t, p, v, a) of every axis, waiting up to ``timeout`` for the first ``dynamics`` of each."""
+        self._start_dynamics()
+        deadline = time.monotonic() + timeout
+        while any(s is None for s in self._latest):
+            self._fresh.clear()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                silent = [ax.label + f" (subject {ax.dynamics})" for ax, s in zip(self.axes, self._latest, strict=True)
+                          if s is None]
+                raise CoordError(f"no dynamics from {', '.join(silent)}: is servo.dynamics_rate set and the "
+                                 f"dynamics port configured?")
+            try:
+                await asyncio.wait_for(self._fresh.wait(), left)
+            except TimeoutError:
+                pass
+        return [s for s in self._latest if s is not None]
+
+    # ---------------------------------------------------------------- the move
+
+    async def move(
+        self,
+        targets: Sequence[float],
+        sync: Sync | str = Sync.PHASE,
+        hold_s: float | None = None,
+        on_sent: Callable[[SyncPlan], None] | None = None,
+        on_result: Callable[[MoveResult], None] | None = None,
+        record: bool = False,
+    ) -> MoveResult:
+        """Move every axis to its target together; returns once measured and the hold has ended.
+
+        :param hold_s: keep repeating the final setpoints this long after the planned end (None: until cancelled;
+            the result is reported through ``on_result`` before the hold).
+        :param record: keep receiving ``dynamics`` during the move to measure the straight-line deviation. Off by
+            default: at high ``dynamics`` rates the receptions would delay the burst on this event loop (measured:
+            3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms), so the subscriptions are closed before it.
+        """
+        import zubax.physics.dynamics
+        import zubax.physics.kinematics
+        import zubax.telega
+
+        if len(targets) != len(self.axes):
+            raise CoordError(f"{len(targets)} targets for {len(self.axes)} axes")
+        await self.start()
+        n = len(self.axes)
+        limits = await asyncio.gather(*(self.limits(i) for i in range(n)))
+        deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
+        repeat_s = min(0.1, min(d[0] for d in deadman) / 4.0)
+        self._start_dynamics()
+        states = await self.states()
+
+        t_plan = time.perf_counter()
+        motions = []
+        for (_, p, v, a), pt, lim in zip(states, targets, limits, strict=True):
+            if abs(v) < REST_VELOCITY and abs(a) < 100 * REST_VELOCITY:
+                v = a = 0.0
+            motions.append(AxisMotion(p, v, a, _f32(pt), lim))
+        plan = synchronize(motions, sync)
+        wire = [_wire_limits(ap.limits) for ap in plan.axes]
+        predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
+        planning_s = time.perf_counter() - t_plan
+        if plan.fallback:
+            _logger.warning("phase sync infeasible, using time sync: %s", plan.fallback)
+        msgs = [
+            zubax.telega.ServoCommand_1_0(
+                target=zubax.physics.dynamics.DoF2nd_1_0(
+                    kinematics=zubax.physics.kinematics.DoF2nd_1_0(position=m.target, velocity=0.0), force=0.0),
+                profile_velocity_reverse_forward=[lim.v_min, lim.v_max],
+                profile_deceleration_acceleration=[lim.a_min, lim.a_max],
+                profile_jerk=lim.j_max,
+            )
+            for m, lim in zip(motions, wire, strict=True)
+        ]
+        if record:
+            self._recorders = [_Recorder() for _ in range(n)]
+        else:
+            self._stop_dynamics()
+        sent_at = time.time()
+        t_burst = time.perf_counter()
+        await self._burst(msgs)
+        burst_s = time.perf_counter() - t_burst
+        if on_sent is not None:
+            on_sent(plan)
+
+        async def repeat(until_mono: float | None) -> None:
+            next_at = time.monotonic() + repeat_s
+            while until_mono is None or next_at < until_mono:
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                await self._burst(msgs)
+                next_at += repeat_s
+
+        end_mono = time.monotonic() + max(predicted) + 0.15
+        feeder = asyncio.create_task(repeat(None))
+        try:
+            await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
+            result = await self._measure(plan, motions, wire, predicted, sent_at, burst_s, planning_s)
+            if on_result is not None:
+                on_result(result)
+            if hold_s is None:
+                await asyncio.Event().wait()  # Until cancelled (Ctrl-C).
+            else:
+                await asyncio.sleep(hold_s)
+        finally:
+            feeder.cancel()
+            await asyncio.gather(feeder, return_exceptions=True)
+        return result
+
+    async def _burst(self, msgs: Sequence[Any]) -> None:
+        """Publish one message per axis back to back. Sequential awaits are the shortest burst: measured on
+        loopback UDP ~0.2 ms for three (asyncio.gather's task creation made it ~0.7 ms), ~1 ms on udpmc CAN."""
+        for pub, msg in zip(self._pubs, msgs, strict=True):
+            await pub.publish(msg)
+
+    async def _measure(self, plan: SyncPlan, motions: list[AxisMotion], wire: list[ProfileLimits],
+                       predicted: list[float], sent_at: float, burst_s: float, planning_s: float) -> MoveResult:
+        from servo_node.otg import plan as otg_plan
+
+        reports = await asyncio.gather(*(self.motion(i) for i in range(len(self.axes))))
+        recorded = self._recorders is not None
+        recs = self._recorders or [_Recorder() for _ in self.axes]
+        self._recorders = None
+        rejected: list[str] = []
+        axes = []
+        for ax, m, mot, pred, rec in zip(self.axes, reports, motions, predicted, recs, strict=True):
+            pl = m.get("plan", {})
+            t0 = float(pl.get("t0", math.nan))
+            T = float(pl.get("T", math.nan))
+            if not (t0 >= sent_at - 0.05) and mot.target != mot.p0:
+                why = await self.read_register(self.axes.index(ax), "sys.last_rejection")
+                _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
+                                "rejection: %s", ax.label, sent_at - t0, why or "none")
+                rejected.append(f"{ax.label}: {why or 'not taken'}")
+            final = rec.p[-1] if rec.p else float(m["meas"][0])
+            axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0, float(m.get("settled", math.nan))
+                                   if isinstance(m.get("settled"), float) else math.nan, final))
+        t_to = sent_at + max(predicted) + 0.1
+        series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
+        starts = [m.p0 for m in motions]
+        targets = [m.target for m in motions]
+        deviation = progress_deviation(series, starts, targets, sent_at, t_to) if recorded else math.nan
+        # The reference: each node's plan (the same OTG, the same inputs) started at its own reported t0.
+        ref_series = []
+        grid = np.arange(sent_at, t_to, 1e-3)
+        for mot, lim, rep in zip(motions, wire, axes, strict=True):
+            traj = otg_plan(mot.p0, mot.v0, mot.a0, mot.target, 0.0, *lim.as_tuple())
+            t0 = rep.node_start if math.isfinite(rep.node_start) else sent_at
+            ref_series.append((grid, np.array([traj.at(max(0.0, t - t0))[0] for t in grid])))
+        ref_dev = progress_deviation(ref_series, starts, targets, sent_at, t_to)
+        window = max(predicted) + 0.1
+        counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
+        rate = float(np.mean(counts)) / window if recorded else math.nan
+        return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected))

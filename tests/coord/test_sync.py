@@ -1,0 +1,285 @@
+"""The synchronisation math against Ruckig's multi-DoF synchronisation, plus hypothesis properties.
+
+Ruckig is the oracle only (rest to rest, symmetric limits, where both answer the same question): its
+``Synchronization.Time`` duration is the common duration; its ``Synchronization.Phase`` trajectories are the
+phase-synchronised ones, and where it falls back from phase to time (detected from its sampled trajectories,
+as it does so silently) we must report the fallback. Properties cover asymmetric, direction-relative limits.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servo_node.coord import AxisMotion, Sync, SyncPlan, normalised_progress, synchronize
+from servo_node.otg import Trajectory, plan
+from servo_node.setpoint import ProfileLimits
+
+ruckig = pytest.importorskip("ruckig")
+
+RTOL = 1e-9
+
+
+def _trajectories(axes: Sequence[AxisMotion], sp: SyncPlan) -> list[Trajectory]:
+    """Each axis's own time-optimal plan under the limits it is sent (what the node will run)."""
+    out = []
+    for ax, ap in zip(axes, sp.axes, strict=True):
+        traj = plan(ax.p0, ax.v0, ax.a0, ax.target, 0.0, *ap.limits.as_tuple())
+        assert traj.status == 0
+        out.append(Trajectory(traj.profile.copy()))
+    return out
+
+
+def _random_problem(rng: random.Random, n: int) -> list[AxisMotion]:
+    """Rest to rest, symmetric limits of different magnitudes, distances of either sign."""
+    axes = []
+    for _ in range(n):
+        v, a, j = rng.uniform(0.5, 20.0), rng.uniform(1.0, 100.0), rng.uniform(5.0, 2000.0)
+        p0 = rng.uniform(-5.0, 5.0)
+        d = rng.choice((-1.0, 1.0)) * 10 ** rng.uniform(-2.0, 1.3)
+        axes.append(AxisMotion(p0, 0.0, 0.0, p0 + d, ProfileLimits(-v, v, -a, a, j)))
+    return axes
+
+
+def _ruckig(axes: Sequence[AxisMotion], sync: object) -> tuple[object, float]:
+    n = len(axes)
+    otg = ruckig.Ruckig(n)
+    inp = ruckig.InputParameter(n)
+    inp.current_position = [ax.p0 for ax in axes]
+    inp.current_velocity = [0.0] * n
+    inp.current_acceleration = [0.0] * n
+    inp.target_position = [ax.target for ax in axes]
+    inp.target_velocity = [0.0] * n
+    inp.target_acceleration = [0.0] * n
+    inp.max_velocity = [ax.limits.v_max for ax in axes]
+    inp.max_acceleration = [ax.limits.a_max for ax in axes]
+    inp.max_jerk = [ax.limits.j_max for ax in axes]
+    inp.synchronization = sync
+    traj = ruckig.Trajectory(n)
+    result = otg.calculate(inp, traj)
+    assert result in (ruckig.Result.Working, ruckig.Result.Finished), result
+    return traj, float(traj.duration)
+
+
+def _progress_spread(axes: Sequence[AxisMotion], sample: object, times: np.ndarray) -> float:
+    """Max over time of the spread of the axes' normalised progress (sample(t) -> positions)."""
+    worst = 0.0
+    for t in times:
+        p = sample(t)  # type: ignore[operator]
+        s = [normalised_progress(p[i], ax.p0, ax.target) for i, ax in enumerate(axes)]
+        worst = max(worst, max(s) - min(s))
+    return worst
+
+
+@pytest.mark.parametrize("seed", [11, 12])
+def test_common_duration_is_ruckig_time_sync(seed: int) -> None:
+    """Common duration = Ruckig's multi-DoF Time duration (1e-9 rel); every time-scaled axis lasts exactly that."""
+    rng = random.Random(seed)
+    worst = 0.0
+    for _ in range(300):
+        axes = _random_problem(rng, rng.choice((2, 3, 6)))
+        sp = synchronize(axes, Sync.TIME)
+        _, t_ref = _ruckig(axes, ruckig.Synchronization.Time)
+        worst = max(worst, abs(sp.duration / t_ref - 1.0))
+        assert abs(sp.duration / t_ref - 1.0) <= RTOL, (axes, sp.duration, t_ref)
+        assert sp.used is Sync.TIME and not sp.notes
+        for traj, ap in zip(_trajectories(axes, sp), sp.axes, strict=True):
+            assert abs(traj.duration / sp.duration - 1.0) <= RTOL
+            assert ap.duration == traj.duration
+    print(f"seed {seed}: max |T/T_ruckig - 1| = {worst:.2e}")
+
+
+@pytest.mark.parametrize("seed", [21, 22])
+def test_phase_sync_is_ruckigs(seed: int) -> None:
+    """Where Ruckig phase-synchronises, our per-axis trajectories are its (1e-9, sampled); where it silently falls
+    back to time sync, we report the fallback."""
+    rng = random.Random(seed)
+    phase = fallback = 0
+    for _ in range(250):
+        axes = _random_problem(rng, rng.choice((2, 3, 6)))
+        sp = synchronize(axes, Sync.PHASE)
+        traj_r, t_ref = _ruckig(axes, ruckig.Synchronization.Phase)
+        times = np.linspace(0.0, t_ref, 101)
+        ruckig_positions = traj_r.at_time  # type: ignore[attr-defined]
+        ruckig_phase = _progress_spread(axes, lambda t, f=ruckig_positions: f(t)[0], times) <= 1e-7
+        assert abs(sp.duration / t_ref - 1.0) <= RTOL
+        if not ruckig_phase:
+            fallback += 1
+            assert sp.used is Sync.TIME and sp.fallback, (axes, sp)
+            continue
+        phase += 1
+        assert sp.used is Sync.PHASE and not sp.fallback, (axes, sp)
+        ours = _trajectories(axes, sp)
+        for t in times:
+            p_r, v_r, a_r = traj_r.at_time(t)  # type: ignore[attr-defined]
+            for i, ax in enumerate(axes):
+                p, v, a, _ = ours[i].at(t)
+                lim = sp.axes[i].limits
+                assert abs(p - p_r[i]) <= RTOL * abs(ax.distance), (i, t, p, p_r[i])
+                assert abs(v - v_r[i]) <= RTOL * max(lim.v_max, -lim.v_min), (i, t, v, v_r[i])
+                assert abs(a - a_r[i]) <= RTOL * lim.a_max * 10, (i, t, a, a_r[i])
+    print(f"seed {seed}: phase {phase}, Ruckig fell back {fallback} times (reported by us every time)")
+    assert phase > 20 and fallback > 20  # Both outcomes exercised.
+
+
+def _within_own_limits(ax: AxisMotion, traj: Trajectory, times: np.ndarray) -> None:
+    lim = ax.limits
+    tol = 1e-9
+    for t in times:
+        _, v, a, j = traj.at(t)
+        assert lim.v_min * (1 + tol) - tol <= v <= lim.v_max * (1 + tol) + tol, (t, v, lim)
+        lo, hi = (lim.a_min, lim.a_max) if v >= 0.0 else (-lim.a_max, -lim.a_min)
+        assert lo * (1 + tol) - tol <= a <= hi * (1 + tol) + tol, (t, v, a, lim)
+        assert abs(j) <= lim.j_max * (1 + tol), (t, j, lim)
+
+
+def _times(traj: Trajectory, n: int = 200) -> np.ndarray:
+    """A uniform grid plus both sides of every phase boundary."""
+    from servo_node.otg._profile import COUNT, HEADER, PH_T, PHASE_STRIDE
+
+    k = int(traj.profile[COUNT])
+    bounds = traj.profile[HEADER + np.arange(k) * PHASE_STRIDE + PH_T]
+    eps = 1e-12 * max(traj.duration, 1e-9)
+    grid = np.linspace(0.0, traj.duration, n)
+    return np.clip(np.concatenate((grid, bounds - eps, bounds + eps)), 0.0, traj.duration)
+
+
+_limit = st.floats(0.5, 50.0)
+
+
+@st.composite
+def _asym_limits(draw: st.DrawFn, same_speed: bool = False) -> ProfileLimits:
+    v_max = draw(st.floats(0.2, 20.0))
+    v_min = -v_max if same_speed else -draw(st.floats(0.2, 20.0))
+    return ProfileLimits(v_min, v_max, -draw(_limit), draw(_limit), draw(st.floats(5.0, 2000.0)))
+
+
+@st.composite
+def _move(draw: st.DrawFn, same_limits: bool) -> list[AxisMotion]:
+    n = draw(st.integers(2, 5))
+    shared = draw(_asym_limits(same_speed=True))
+    axes = []
+    for _ in range(n):
+        p0 = draw(st.floats(-10.0, 10.0))
+        d = draw(st.sampled_from((-1.0, 1.0))) * draw(st.floats(1e-3, 20.0))
+        axes.append(AxisMotion(p0, 0.0, 0.0, p0 + d, shared if same_limits else draw(_asym_limits())))
+    return axes
+
+
+def _check_phase(axes: list[AxisMotion], sp: SyncPlan) -> None:
+    ours = _trajectories(axes, sp)
+    times = np.unique(np.concatenate([_times(t) for t in ours]))
+    for ax, traj in zip(axes, ours, strict=True):
+        _within_own_limits(ax, traj, times)
+        assert abs(traj.duration / sp.duration - 1.0) <= RTOL
+    spread = _progress_spread(axes, lambda t: [tr.at(t)[0] for tr in ours], times)
+    assert spread <= RTOL, spread
+
+
+@settings(max_examples=150, deadline=None)
+@given(_move(same_limits=True))
+def test_phase_with_shared_asymmetric_limits(axes: list[AxisMotion]) -> None:
+    """Identical limits on every axis, asymmetric (direction-relative) accelerations, the same speed both ways:
+    the longest move limits, every ratio is ≤ 1, so phase sync is feasible whatever the directions; each axis
+    stays within its own limits and the normalised progress agrees to 1e-9."""
+    sp = synchronize(axes, Sync.PHASE)
+    assert sp.used is Sync.PHASE, sp.fallback
+    _check_phase(axes, sp)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_move(same_limits=False), st.sampled_from(list(Sync)))
+def test_any_mode_any_limits(axes: list[AxisMotion], sync: Sync) -> None:
+    """Different asymmetric limits: phase (when feasible) is a straight line within every axis's limits; otherwise
+    the fallback to time sync is reported; time sync makes every axis last the common duration within its own
+    limits; none is each axis's own optimum."""
+    sp = synchronize(axes, sync)
+    if sync is Sync.PHASE and sp.used is Sync.PHASE:
+        _check_phase(axes, sp)
+        return
+    assert (sp.fallback != "") == (sync is Sync.PHASE)
+    assert sp.used is (Sync.NONE if sync is Sync.NONE else Sync.TIME)
+    ours = _trajectories(axes, sp)
+    for ax, ap, traj in zip(axes, sp.axes, ours, strict=True):
+        _within_own_limits(ax, traj, _times(traj))
+        expected = ap.optimal_duration if sync is Sync.NONE else sp.duration
+        assert abs(traj.duration / expected - 1.0) <= RTOL
+
+
+@st.composite
+def _moving_start(draw: st.DrawFn) -> list[AxisMotion]:
+    """Starts in motion (inside the limits), symmetric or asymmetric limits."""
+    axes = []
+    for _ in range(draw(st.integers(2, 4))):
+        lim = draw(_asym_limits())
+        v0 = draw(st.floats(0.0, 0.9)) * (lim.v_max if draw(st.booleans()) else lim.v_min)
+        a_bound = min(lim.a_max, -lim.a_min)
+        a0 = draw(st.floats(-0.5, 0.5)) * min(a_bound, math.sqrt(lim.j_max * 0.05 * max(lim.v_max, -lim.v_min)))
+        p0 = draw(st.floats(-5.0, 5.0))
+        axes.append(AxisMotion(p0, v0, a0, p0 + draw(st.floats(-20.0, 20.0)), lim))
+    return axes
+
+
+@settings(max_examples=150, deadline=None)
+@given(_moving_start())
+def test_time_sync_from_motion(axes: list[AxisMotion]) -> None:
+    """From starts in motion phase sync is refused with a reason; the scale search makes every axis last the
+    common duration (or says it cannot), with limits no larger than its own."""
+    sp = synchronize(axes, Sync.PHASE)
+    moving = any(not ax.at_rest for ax in axes)
+    assert (sp.used is Sync.TIME) == moving or sp.used is Sync.PHASE
+    if moving:
+        assert "in motion" in sp.fallback
+    for i, (ax, ap) in enumerate(zip(axes, sp.axes, strict=True)):
+        assert ap.scale <= 1.0
+        traj = plan(ax.p0, ax.v0, ax.a0, ax.target, 0.0, *ap.limits.as_tuple())
+        assert traj.duration == ap.duration
+        hit = abs(ap.duration - sp.duration) <= RTOL * sp.duration or ap.duration == 0.0
+        assert hit or any(n.startswith(f"axis {i}:") for n in sp.notes), (i, ap, sp)
+
+
+@pytest.mark.parametrize("sync", [Sync.PHASE, Sync.TIME])
+def test_repeated_setpoint_keeps_the_arrival(sync: Sync) -> None:
+    """A node re-planning from its own reference with the same target and (scaled) limits keeps the arrival:
+    re-plans every 5 ms along each synchronised plan end at the planned time (1e-9 rel)."""
+    rng = random.Random(5)
+    worst = 0.0
+    for _ in range(20):
+        axes = _random_problem(rng, 3)
+        sp = synchronize(axes, sync)
+        for ax, traj in zip(axes, _trajectories(axes, sp), strict=True):
+            lim = ax.limits if sync is Sync.NONE else None
+            for t in np.arange(0.0, traj.duration, 0.005):
+                p, v, a, _ = traj.at(t)
+                again = plan(p, v, a, ax.target, 0.0, *(lim or _limits_of(sp, axes, ax)).as_tuple())
+                worst = max(worst, abs((t + again.duration) / sp.duration - 1.0))
+    assert worst <= RTOL, worst
+
+
+def _limits_of(sp: SyncPlan, axes: list[AxisMotion], ax: AxisMotion) -> ProfileLimits:
+    return sp.axes[axes.index(ax)].limits
+
+
+def test_nothing_to_move_and_zero_distance_axes() -> None:
+    lim = ProfileLimits(-1.0, 1.0, -2.0, 2.0, 10.0)
+    still = [AxisMotion(1.0, 0.0, 0.0, 1.0, lim), AxisMotion(-2.0, 0.0, 0.0, -2.0, lim)]
+    sp = synchronize(still, Sync.PHASE)
+    assert sp.duration == 0.0 and sp.limiting == -1
+    axes = [AxisMotion(0.0, 0.0, 0.0, 3.0, lim), AxisMotion(5.0, 0.0, 0.0, 5.0, lim)]
+    sp = synchronize(axes, Sync.PHASE)
+    assert sp.used is Sync.PHASE and sp.axes[1].duration == 0.0 and sp.limiting == 0
+
+
+def test_phase_infeasible_names_the_axis_and_limit() -> None:
+    """A slow-accelerating axis cannot follow a fast-accelerating limiting axis scaled to its distance."""
+    slow_v = AxisMotion(0.0, 0.0, 0.0, 10.0, ProfileLimits(-1.0, 1.0, -100.0, 100.0, 1000.0))  # cruise-limited
+    slow_a = AxisMotion(0.0, 0.0, 0.0, -9.0, ProfileLimits(-100.0, 100.0, -0.5, 0.5, 1000.0))  # accel-limited
+    sp = synchronize([slow_v, slow_a], Sync.PHASE)
+    assert sp.used is Sync.TIME
+    assert sp.fallback.startswith("axis 1:") and "acceleration" in sp.fallback, sp.fallback

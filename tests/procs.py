@@ -5,6 +5,7 @@ Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -22,6 +23,11 @@ BIN = Path(sys.executable).parent
 SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
 """The ``sim-plant`` command of the tree under test (an installed console script may point at another tree)."""
 CLIENT_NODE_ID = 126
+
+_CLIENT_POOL = itertools.cycle((111, 112, 113, 114, 115, 116, 122))
+"""Client node-IDs of successive ``y`` calls. Every yakut process starts its transfer-IDs at 0, and a server drops a
+transfer whose (source, transfer-ID) it saw within its 2 s transfer-ID timeout: two calls in a row from one
+node-ID would lose the second. Cycling through seven IDs keeps each one's calls apart (all valid on CAN too)."""
 
 
 def dsdl_env() -> dict[str, str]:
@@ -43,14 +49,15 @@ def y(
     env: Mapping[str, str] | None = None,
     timeout: float = 30.0,
     check: bool = True,
-    client_id: int = CLIENT_NODE_ID,
+    client_id: int | None = None,
 ) -> str:
     """Run the real ``y`` (yakut) command as a user types it; returns stdout.
 
-    The transport comes from ``env`` (default :func:`base_env`), the node-ID is always the client's own.
+    The transport comes from ``env`` (default :func:`base_env`); the node-ID is a client's own (``client_id``, or
+    the next of :data:`_CLIENT_POOL`).
     """
     e = {k: v for k, v in (env if env is not None else base_env()).items() if not k.startswith(("SERVO__", "SIM__"))}
-    e["UAVCAN__NODE__ID"] = str(client_id)
+    e["UAVCAN__NODE__ID"] = str(client_id if client_id is not None else next(_CLIENT_POOL))
     res = subprocess.run([str(BIN / "y"), *args], env=e, capture_output=True, text=True, timeout=timeout)
     if check and res.returncode != 0:
         raise AssertionError(f"y {' '.join(args)} -> {res.returncode}\nstdout: {res.stdout}\nstderr: {res.stderr}")

@@ -34,7 +34,7 @@ PlantStarter = Callable[..., Any]
 async def _assert_quick_stop(bus: Bus, deceleration: float, before: int) -> None:
     """From dynamics sample ``before`` on (the controller already gone): a ramp at ≤ d to rest, then motor off.
 
-    v₀ is the velocity of the last sample while the controller was alive (the drive keeps it until the timeout).
+    v₀ is the velocity the drive held until its control timeout (the last command; the highest |v| after ``before``).
     """
     await bus.wait_for(
         "rest with the motor off", lambda: abs(bus.latest()[2]) <= REST_VELOCITY and bus.latest()[4] == 0.0
@@ -44,10 +44,11 @@ async def _assert_quick_stop(bus: Bus, deceleration: float, before: int) -> None
         s = Bus.state(r)
         if not states or s[0] > states[-1][0]:  # A sample published twice (no step in between) counts once.
             states.append(s)
-    v0 = states[0][2]
-    assert abs(v0) > 0.5, f"not moving when the controller went away: {states[0]}"
-    cruising = [s for s in states if abs(s[2] - v0) <= 0.02]
-    assert cruising, f"not at speed when the controller went away: {states[:3]}"
+    assert abs(states[0][2]) > 0.5, f"not moving when the controller went away: {states[0]}"
+    # Until its control timeout the drive keeps (and may still settle onto) the last commanded velocity; the
+    # quick stop starts from the fastest it then held.
+    v0 = max(abs(s[2]) for s in states)
+    cruising = [s for s in states if abs(s[2]) >= v0 - 0.02]
     t_brake = cruising[-1][0]  # The last sample before the ramp.
     t_rest = next(s[0] for s in states if s[0] > t_brake and abs(s[2]) <= REST_VELOCITY and s[4] == 0.0)
     ramp = abs(v0) / deceleration

@@ -126,7 +126,8 @@ def test_poison_frame_leaves_node_responsive(
 
         s = wait_for(lambda: (s := status(NODE, env)["servo"])["state"] == "expired" and s, 30, what="expiry")
         assert DEADMAN_S < s["expired_after_s"] <= DEADMAN_S + 0.1, s  # The node's own measure of the deadman.
-        assert y("r", str(NODE), "servo.deadman_timeout").strip() == str(DEADMAN_S)  # Register access answers.
+        # Register access answers (another client node-ID: the one just used is in its 2 s transfer-ID timeout).
+        assert y("r", str(NODE), "servo.deadman_timeout", client_id=3803).strip() == str(DEADMAN_S)
 
         while time.monotonic() - t_poison < 4.0:  # A window of several heartbeat periods after the poison.
             time.sleep(0.2)

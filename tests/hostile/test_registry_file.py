@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -68,7 +69,11 @@ def snapshot(p: Path) -> object:
 
 
 def command(program: str, path: Path, *extra: str) -> list[str]:
-    return [str(BIN / program), *(["run"] if program == "servo-node" else []), "--registry", str(path), *extra]
+    """The command line. ``sim-plant`` runs as ``python -m sim_plant.node`` from this tree: the shared venv's
+    ``sim-plant`` script follows whichever tree installed the package last (it may not be this one)."""
+    if program == "sim-plant":
+        return [sys.executable, "-m", "sim_plant.node", "--registry", str(path), *extra]
+    return [str(BIN / program), "run", "--registry", str(path), *extra]
 
 
 @pytest.mark.parametrize("program", ["servo-node", "sim-plant"])

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from cyphal_common import registry_file
 from servo_node.errors import ConfigurationError
 from servo_node.registers import ServoRegistry
-from tests.procs import BIN, base_env, popen, read_register, wait_for
+from tests.procs import BIN, SIM_PLANT, base_env, popen, read_register, wait_for
 
 NODE = 3715
 
@@ -69,10 +68,10 @@ def snapshot(p: Path) -> object:
 
 
 def command(program: str, path: Path, *extra: str) -> list[str]:
-    """The command line. ``sim-plant`` runs as ``python -m sim_plant.node`` from this tree: the shared venv's
-    ``sim-plant`` script follows whichever tree installed the package last (it may not be this one)."""
+    """The command line. ``sim-plant`` runs as ``python -m sim_plant_node`` from this tree (``tests.procs.SIM_PLANT``):
+    an installed ``sim-plant`` script follows whichever tree installed the package last."""
     if program == "sim-plant":
-        return [sys.executable, "-m", "sim_plant.node", "--registry", str(path), *extra]
+        return [*SIM_PLANT, "--registry", str(path), *extra]
     return [str(BIN / program), "run", "--registry", str(path), *extra]
 
 

@@ -14,9 +14,11 @@ of the drive's clock). On one host the drive's clock *is* ours (sim-plant stamps
 **The command delay** ``d`` (send → effect seen in the drive's dynamics) is fitted continuously: for every
 candidate delay on a grid, the drive's displacement between two consecutive measurements (torque law: its change
 of velocity) is compared with what the sent commands (sample-and-hold) would have produced over the same interval
-shifted back by ``d``; the costs are forgetting sums of the squared residuals over informative measurements
+shifted back by ``d``; the costs are forgetting sums of the absolute residuals over informative measurements
 (those where the candidates disagree, i.e. the command changed), and the best candidate (refined by a parabola)
-is the estimate. What the fit actually determines is ``D1 = d + θ``, the
+is the estimate. Absolute, not squared: a loaded host stalls a process now and then, and a stalled delivery is
+an outlier that must not drag the typical delay (the one the feed-forward is timed by) towards it.
+What the fit actually determines is ``D1 = d + θ``, the
 delay in drive-clock minus loop-clock terms; that is all the predictor needs (below), so a foreign clock costs
 the predictor nothing. Splitting the round trip ``D1 + (r − s)`` into its two one-way legs needs θ: 0 on one
 host; with a foreign clock the split is taken symmetric (NTP's assumption: command delay = the fastest
@@ -130,7 +132,7 @@ def _fit(A: LoopArrays, s0: float, s1: float, y: float, col: int, scale: float) 
     for j in range(L.LINK_GRID_N):
         d = L.LINK_GRID_MIN + j * L.LINK_GRID_STEP
         x = _integral(sends, n, a - d, b - d, col, scale)
-        lk[g + j] = FORGET * lk[g + j] + (y - x) * (y - x)
+        lk[g + j] = FORGET * lk[g + j] + abs(y - x)
         if lk[g + j] < lk[g + best]:
             best = j
     lk[L.LK_WEIGHT] = FORGET * lk[L.LK_WEIGHT] + 1.0

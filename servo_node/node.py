@@ -413,13 +413,14 @@ class ServoNode:
     def motion(self) -> dict[str, Any]:
         """``sys.motion``: reference and measured state, the plan, engagement; a drive on the bus adds ``link``:
         [age p50, age max, delay p50, delay max] in ms (measurement age at reception; command send → effect).
-        Over 256 bytes the numbers lose digits (7 down to 4 significant), then the loop time ``t`` goes."""
+        Over 256 bytes the numbers lose digits (7 down to 3 significant), then ``t``, ``limited`` and ``stop`` go
+        (in that order) rather than the JSON being cut."""
         if self._loop is None:
             return {"engaged": False}
         s = self._last_sample or self._loop.sample()
         link = self._loop.link_stats()
         doc: dict[str, Any] = {}
-        for digits in (7, 6, 5, 4):
+        for digits in (7, 6, 5, 4, 3):
             doc = {
                 "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration, digits=digits),
                 "meas": _g(s.position, s.velocity, s.acceleration, s.force, digits=digits),
@@ -435,9 +436,12 @@ class ServoNode:
             if link is not None:
                 ms = (link.age_p50, link.age_max, link.delay_p50, link.delay_max)
                 doc["link"] = _g(*(1e3 * x for x in ms), digits=3)
-            if len(json.dumps(doc, separators=(",", ":")).encode()) <= _REGISTER_STRING_MAX:
+            if _fits(doc):
                 return doc
-        del doc["t"]
+        for key in ("t", "limited", "stop"):
+            del doc[key]
+            if _fits(doc):
+                break
         return doc
 
     def counts(self) -> dict[str, Any]:
@@ -491,6 +495,11 @@ _REGISTER_STRING_MAX = 255
 def _g(*x: float, digits: int = 7) -> list[float | str]:
     """Floats rounded to ``digits`` significant digits for compact JSON; non-finite as strings."""
     return [float(f"{v:.{digits}g}") if math.isfinite(v) else str(v) for v in x]
+
+
+def _fits(doc: dict[str, Any]) -> bool:
+    """True if the JSON of ``doc`` fits a register string."""
+    return len(json.dumps(doc, separators=(",", ":")).encode()) <= _REGISTER_STRING_MAX
 
 
 def _fit(doc: dict[str, Any], shrinkable: dict[str, Any]) -> dict[str, Any]:

@@ -128,6 +128,7 @@ class Relay:
             regs["uavcan.udp.iface"] = transport_env["UAVCAN__UDP__IFACE"]
         self.pres = pycyphal.presentation.Presentation(make_transport(regs))
         self.delay = 0.0
+        self.closed = False
         routes = [
             (rot.Planar_0_1, SERVO_SIDE["setpoint"], DRIVE_SIDE["setpoint"]),
             (common.Readiness_0_1, SERVO_SIDE["readiness"], DRIVE_SIDE["readiness"]),
@@ -147,11 +148,15 @@ class Relay:
     def _forwarder(self, pub: Any) -> Any:
         loop = asyncio.get_running_loop()
 
+        async def send(msg: Any) -> None:
+            if not self.closed:
+                await pub.publish(msg)
+
         async def forward(msg: Any, _meta: Any) -> None:
             if self.delay <= 0.0:
-                await pub.publish(msg)
+                await send(msg)
             else:
-                loop.call_later(self.delay, lambda: loop.create_task(pub.publish(msg)))
+                loop.call_later(self.delay, lambda: loop.create_task(send(msg)))
 
         return forward
 
@@ -188,6 +193,7 @@ class Relay:
         return None
 
     def close(self) -> None:
+        self.closed = True
         self.pres.close()
 
 

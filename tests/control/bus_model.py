@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,6 +61,12 @@ class Bus:
     clock_offset: float = 0.0
     """The drive's clock minus ours [second] (a drive on another host)."""
     seed: int = 1
+    position_source: Callable[[float], tuple[float, float]] | None = None
+    """If set: what the network side sends instead of the loop's velocity command, a UDRAL position setpoint
+    (position, velocity limit) for send time t (to measure drive-side position loops)."""
+    local_loop_gain: float = 0.0
+    """> 0: the drive runs an interpolating position loop of this gain [1/s] on position setpoints (velocity
+    feed-forward from consecutive setpoints over the nominal period) instead of sim-plant's Webots P controller."""
     true_errors: list[float] = field(default_factory=list)
     """|p_ref(t) − p(t)| of every tick with both at the same instant (the ground truth)."""
     positions: list[float] = field(default_factory=list)
@@ -74,6 +81,7 @@ class Bus:
         self._next_send = self.loop.now() + 0.0021  # Any phase: neither side knows the other's.
         self._next_publish = self.loop.now() + 0.0007
         self._tx = np.empty(link.N_TX)
+        self._local: tuple[float, float, float] | None = None  # (arrival, position, feed-forward velocity)
 
     def _late(self, base: float, last: float) -> float:
         return max(base + self._rng.uniform(0.0, self.jitter), last)
@@ -87,6 +95,9 @@ class Bus:
                 read_seqlocked(self.loop.drive.arrays.tx, self._tx)
                 on = self._tx[link.TX_ENABLE] != 0.0
                 v, f = float(self._tx[link.TX_V]), float(self._tx[link.TX_F])
+                p = math.nan
+                if self.position_source is not None:
+                    p, v = self.position_source(t)
                 if on:
                     begin_write(rx)
                     rx[link.RX_SENT_T], rx[link.RX_SENT_V], rx[link.RX_SENT_F] = t, v, f
@@ -95,10 +106,14 @@ class Bus:
                     end_write(rx)
                 at = self._last_cmd_arrival = self._late(t + self.command_delay, self._last_cmd_arrival)
                 self._n += 1
-                heapq.heappush(self._to_drive, (at, self._n, v, f, on))
+                heapq.heappush(self._to_drive, (at, self._n, p, v, f, on))
             while self._to_drive and self._to_drive[0][0] <= t + 1e-12:  # sim-plant applies what arrived.
-                _, _, v, f, on = heapq.heappop(self._to_drive)
-                self._apply(v, f, on)
+                _, _, p, v, f, on = heapq.heappop(self._to_drive)
+                self._apply(t, p, v, f, on)
+            if self._local is not None:  # The drive's own interpolating position loop, at its step rate.
+                t_arr, p_k, v_ff = self._local
+                target = p_k + v_ff * (t - t_arr)
+                self.joint.set_velocity(v_ff + self.local_loop_gain * (target - self.joint.position))
             if t >= self._next_publish - 1e-12:  # sim-plant publishes its dynamics, stamped with its clock.
                 self._next_publish += self.publish_period
                 j = self.joint
@@ -123,13 +138,21 @@ class Bus:
     _mode = Mode.PASSIVE
     _force_cmd = 0.0
 
-    def _apply(self, v: float, f: float, on: bool) -> None:
+    def _apply(self, t: float, p: float, v: float, f: float, on: bool) -> None:
         j, prm = self.joint, self.joint.params
         if not on:
             j.set_force(0.0)
             self._mode = Mode.PASSIVE
             return
-        c = interpret(math.nan, v, f, prm.max_velocity, prm.max_force)
+        if self.local_loop_gain > 0.0 and math.isfinite(p):
+            prev = self._local
+            v_ff = (p - prev[1]) / self.drive_period if prev is not None else 0.0
+            self._local = (t, p, v_ff)
+            j.set_motor_force(prm.max_force)
+            j.set_position(math.inf)
+            self._mode = Mode.VELOCITY
+            return
+        c = interpret(p, v, f, prm.max_velocity, prm.max_force)
         if c is None:
             return
         j.set_motor_force(c.motor_force)

@@ -26,10 +26,13 @@ from .errors import ConfigurationError
 from .registers import ServoRegistry
 from .setpoint import Floors
 
-DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
-"""Position gain of the velocity law [1/s] when the register holds 0. Over a bus the loop closes through the
-round trip (setpoint out, dynamics back); a pure delay τ in this loop rings once k·τ nears π/2, so a drive on
-the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded host included)."""
+DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 40.0, "udral-off": 5.0}
+"""Position gain of the velocity law [1/s] when the register holds 0. A drive on the bus with the link model
+(``servo.drive.compensation`` = predict): the feedback acts on the position predicted over the measured delay, so
+the delay is outside the loop and the gain is bounded by the drive period T_d instead (k·T_d = 0.2 at 200 Hz; a
+delay misjudged by δ leaves k·δ of phase, 0.4 rad for δ = 10 ms). Without it (``off``) the loop closes through the
+round trip; a pure delay τ in this loop rings once k·τ nears π/2, so it gets a gain that tolerates about 0.2 s
+(scheduling stalls of a loaded host included)."""
 
 STOP_FLOOR_FRACTION = 0.05
 """A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers
@@ -92,10 +95,17 @@ def loop_config(reg: ServoRegistry, notes: list[str] | None = None) -> LoopConfi
     sim = sim_joint_from_registers(reg)
     inertia = reg.real("servo.control.inertia") or (sim.inertia if backend == "sim" else 1.0)
     kp, kd = reg.reals("servo.control.torque_gains")
-    k = reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[backend]
+    compensation = reg.text("servo.drive.compensation") == "predict"
+    gain_key = backend if backend == "sim" or compensation else "udral-off"
+    k = reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[gain_key]
     if k > MAX_GAIN_PERIODS * rate:
         notes.append(f"velocity gain {k:g} capped at {MAX_GAIN_PERIODS * rate:g} 1/s for the {rate:g} Hz loop")
         k = MAX_GAIN_PERIODS * rate
+    drive_rate = reg.real("servo.drive.rate")
+    if backend == "udral" and compensation and k > MAX_GAIN_PERIODS * drive_rate:
+        # Each command is held for a drive period: the same bound as for the loop period.
+        k = MAX_GAIN_PERIODS * drive_rate
+        notes.append(f"velocity gain capped at {k:g} 1/s for the {drive_rate:g} Hz drive")
     if kd > inertia * rate:
         notes.append(f"torque gain K_d {kd:g} capped at J·rate = {inertia * rate:g} for the {rate:g} Hz loop")
         kd = inertia * rate
@@ -121,6 +131,8 @@ def loop_config(reg: ServoRegistry, notes: list[str] | None = None) -> LoopConfi
         following_error_time_s=reg.real("servo.following_error.time"),
         deadman_timeout_s=reg.real("servo.deadman_timeout"),
         realtime_priority=int(reg.real("servo.loop_priority")),
+        compensation=compensation,
+        drive_period_s=1.0 / drive_rate,
     )
 
 

@@ -414,24 +414,37 @@ class ServoNode:
         return _fit({"servo": servo}, servo)
 
     def motion(self) -> dict[str, Any]:
-        """``sys.motion``: reference and measured state, the plan, engagement."""
+        """``sys.motion``: reference and measured state, the plan, engagement; a drive on the bus adds ``link``:
+        [age p50, age max, delay p50, delay max] in ms (measurement age at reception; command send → effect).
+        Over 256 bytes the numbers lose digits (7 down to 3 significant), then ``t``, ``limited`` and ``stop`` go
+        (in that order) rather than the JSON being cut."""
         if self._loop is None:
             return {"engaged": False}
         s = self._last_sample or self._loop.sample()
         # t0: the plan's start on the system clock (the clock of the dynamics timestamps) [second], µs resolution.
         t0 = time.time() - time.monotonic() + s.plan_start_s if self.loop_clock == "real" else math.nan
-        return _fit_keys({
-            "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration),
-            "meas": _g(s.position, s.velocity, s.acceleration, s.force),
-            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
-                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0)},
-            "settled": _g(s.settled_after_s)[0],
-            "track_max": _g(s.tracking_error_max)[0],
-            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s),
-            "limited": s.limited,
-            "engaged": s.engaged,
-            "t": _g(s.time_s)[0],
-        }, ("t", "limited", "stop", "track_max", "settled"))
+        link = self._loop.link_stats()
+        doc: dict[str, Any] = {}
+        for digits in (7, 6, 5, 4, 3):
+            doc = {
+                "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration, digits=digits),
+                "meas": _g(s.position, s.velocity, s.acceleration, s.force, digits=digits),
+                "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
+                         "t0": round(t0, 6) if math.isfinite(t0) else str(t0)},
+                "settled": _g(s.settled_after_s, digits=digits)[0],
+                "track_max": _g(s.tracking_error_max, digits=min(digits, 4))[0],
+                "over": _g(s.overshoot, digits=3)[0],
+                "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=digits),
+                "limited": s.limited,
+                "engaged": s.engaged,
+                "t": _g(s.time_s)[0],
+            }
+            if link is not None:
+                ms = (link.age_p50, link.age_max, link.delay_p50, link.delay_max)
+                doc["link"] = _g(*(1e3 * x for x in ms), digits=3)
+            if _fits(doc):
+                return doc
+        return _fit_keys(doc, ("t", "limited", "stop", "over", "settled"))
 
     def counts(self) -> dict[str, Any]:
         """``sys.counters``: event counts since the process started."""
@@ -481,9 +494,14 @@ _REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
 
 
-def _g(*x: float) -> list[float | str]:
-    """Floats rounded to 7 significant digits for compact JSON; non-finite as strings."""
-    return [float(f"{v:.7g}") if math.isfinite(v) else str(v) for v in x]
+def _g(*x: float, digits: int = 7) -> list[float | str]:
+    """Floats rounded to ``digits`` significant digits for compact JSON; non-finite as strings."""
+    return [float(f"{v:.{digits}g}") if math.isfinite(v) else str(v) for v in x]
+
+
+def _fits(doc: dict[str, Any]) -> bool:
+    """True if the JSON of ``doc`` fits a register string."""
+    return len(json.dumps(doc, separators=(",", ":")).encode()) <= _REGISTER_STRING_MAX
 
 
 def _fit(doc: dict[str, Any], shrinkable: dict[str, Any]) -> dict[str, Any]:

@@ -26,9 +26,15 @@ Register                               Type          Default             Meaning
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
 ``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
 ``servo.drive.feedback_timeout``       real32        0.5                 remote drive silence that is an error [second]
+``servo.drive.compensation``           string        "predict"           udral backend: ``predict`` (feed-forward over
+                                                                         the interval each command is held at the
+                                                                         drive, feedback on the position predicted
+                                                                         over the measured link delay) or ``off``
+                                                                         (the law of a local drive)
 ``servo.control.velocity_gain``        real32        0                   k_p of v_cmd = v_ref + k_p·e [1/s], ≥ 0;
-                                                                         0: 20 (sim), 5 (udral: tolerates ~0.2 s of
-                                                                         bus round trip before the loop rings)
+                                                                         0: 20 (sim), 40 (udral, predict), 5 (udral,
+                                                                         off: tolerates ~0.2 s of bus round trip
+                                                                         before the loop rings)
 ``servo.control.torque_gains``         real32[2]     [36, 12]            {K_p, K_d} of τ = J·a_ref + K_p·e + K_d·ė
                                                                          (critically damped for J = 1: K_d² = 4·J·K_p)
 ``servo.control.inertia``             real32        0                   J of the torque feed-forward; 0: sim.inertia
@@ -105,6 +111,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.drive.kind": RegisterSpec(string("rotational"), choice("rotational", "linear")),
     "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
     "servo.drive.feedback_timeout": RegisterSpec(real32(0.5), _POSITIVE),
+    "servo.drive.compensation": RegisterSpec(string("predict"), choice("predict", "off")),
     "servo.control.velocity_gain": RegisterSpec(real32(0), _NONNEGATIVE),
     "servo.control.torque_gains": RegisterSpec(real32(36, 12), pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
     "servo.control.inertia": RegisterSpec(real32(0), _NONNEGATIVE),

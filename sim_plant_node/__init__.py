@@ -45,6 +45,13 @@ Setpoint fields set to NaN are unset:
 * any infinite field → the setpoint is rejected: counted, health ADVISORY for 1 s, and it does not count for the
   control timeout (a controller sending only garbage is a silent one).
 
+A position setpoint is followed the Webots way: ``Vc = P·(Pt − q)`` (``sim.control_p``) clipped to the velocity
+limit, so a target streamed along a moving trajectory is followed with a lag of v/P (1 rad at 10 rad/s with the
+default P = 10) — no velocity feed-forward, as UDRAL gives a position setpoint none (the velocity field is a
+limit). The servo node therefore commands this drive by velocity (or torque) and compensates the bus delay itself;
+``bench/drive_side.py`` measures why even a drive-side interpolating position loop would not track better through
+UDRAL (README, "Over the bus").
+
 The acceleration field is ignored (the joint's acceleration limit is the ``sim.acceleration`` register). On
 engaging, the latest valid setpoint is applied; if there was none the joint stays passive until one arrives.
 

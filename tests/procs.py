@@ -126,6 +126,22 @@ def servo_node(env: Mapping[str, str], registry: Path, node_id: int = 125) -> It
         yield proc
 
 
+def realtime(pid: int, priority: int = 10) -> bool:
+    """Put every thread of process ``pid`` under SCHED_FIFO ``priority`` where the OS permits (root or
+    CAP_SYS_NICE), as a real-time deployment runs a servo and its drive; False if not permitted.
+
+    For tests whose verdict needs the processes to run on time on a loaded machine: call it once they are up
+    (their kernels compiled), since a FIFO thread compiling would hold a core.
+    """
+    ok = True
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(priority))
+        except (PermissionError, ProcessLookupError, OSError):
+            ok = False
+    return ok
+
+
 class RegisterClient:
     """Reads registers of a node over the bus from inside the test process (pycyphal, no process per read).
 

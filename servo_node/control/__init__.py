@@ -1,10 +1,11 @@
 """Control: the trajectory reference, the control law and the drive command, ticking in a GIL-free thread.
 
 :class:`ControlLoop` is the typed face; :mod:`._kernel` the numba tick, whose stages live in :mod:`._stages`;
-:mod:`._layout` the shared arrays.
+:mod:`._layout` the shared arrays; :mod:`._link` the model of a bus drive's link (delays, prediction).
 """
 
 from ._loop import ControlLoop as ControlLoop
 from ._loop import Envelope as Envelope
+from ._loop import LinkStats as LinkStats
 from ._loop import LoopConfig as LoopConfig
 from ._loop import LoopSample as LoopSample

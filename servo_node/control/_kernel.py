@@ -2,7 +2,8 @@
 
 One tick (:func:`tick`) at loop time ``now`` runs the stages of :mod:`._stages` in data-flow order:
 
-1. **measure**: the drive's state (the embedded joint is stepped to ``now``; a bus drive's latest feedback);
+1. **measure**: the drive's state (the embedded joint is stepped to ``now``; a bus drive's latest feedback), and
+   for a bus drive the link model (:mod:`._link`: sends, measurement age, command delay);
 2. **supervise the drive**: silence beyond the feedback timeout is DRIVE_LOST;
 3. **take the command**: a new setpoint is planned (clipped into the envelope), a stop starts, or the drive is
    released;
@@ -21,6 +22,7 @@ from ..drive import _dispatch as drive
 from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._layout import LoopArrays
+from ._link import observe
 from ._stages import control_law, publish, reference, supervise_drive, supervise_motion, take_command
 
 
@@ -36,6 +38,7 @@ def tick(now: float, A: LoopArrays) -> None:
     st[L.ST_TICKS] += 1.0
     kind = cfg[L.K_DRIVE]
     drive.measure(kind, A.drive, now, dt, st[L.ST_STARTED_T], cfg[L.K_FEEDBACK_TIMEOUT], A.meas)
+    observe(now, A)
     supervise_drive(now, A)
     take_command(now, A)
     supervise_motion(now, A)

@@ -58,7 +58,9 @@ K_FE_WINDOW = 18  # following-error window |p_ref - p|
 K_FE_TIME = 19  # following error beyond the window for longer than this is an error [second]
 K_DEADMAN = 20  # setpoint age that expires the command [second]
 K_REST_TICKS = 21  # consecutive ticks at rest that end a stop
-N_CFG = 22
+K_COMPENSATE = 22  # 1: a drive on the bus is commanded through the link model (control._link); 0: as if local
+K_DRIVE_PERIOD = 23  # how long a bus drive holds each command: its setpoint period [second]
+N_CFG = 24
 
 LAW_VELOCITY = 0.0
 LAW_TORQUE = 1.0
@@ -89,7 +91,9 @@ ST_LIMITED = 21  # 1 if the active command's limits were clipped into the envelo
 ST_DECEL = 22  # deceleration magnitude of the active command (a stop uses at least this)
 ST_JERK = 23  # jerk of the active command
 ST_EXPIRED_AT = 24  # loop time the command expired [second]
-N_ST = 25
+ST_PLAN_P0 = 25  # position the active position plan started from
+ST_OVERSHOOT = 26  # largest measured excursion past the target, in the plan's direction, since the plan started
+N_ST = 27
 
 # ---- act: the command in force (a copy of cmd's fields when it was applied, limits clipped to the envelope)
 N_ACT = N_CMD
@@ -100,8 +104,18 @@ M_V = 1
 M_A = 2
 M_F = 3
 M_FRESH = 4  # 1 while the drive's feedback is within the feedback timeout (0 silent too long, −1 not heard yet)
-M_AGE = 5  # age of the measurement [second] (0 for the embedded joint)
-N_MEAS = 6
+M_AGE = 5  # time since the measurement was received [second] (0 for the embedded joint)
+# A drive on the bus also reports (NaN for the embedded joint):
+M_COUNT = 6  # measurements received
+M_RX_T = 7  # reception time of the latest [second, loop clock]
+M_STAMP = 8  # the drive's timestamp of it [second, the drive's clock]; NaN: none
+M_SENT_COUNT = 9  # commands the network side sent
+M_SENT_T = 10  # when it sent the latest [second, loop clock]
+M_SENT_V = 11  # that command's velocity
+M_SENT_F = 12  # that command's force/torque
+M_SENT_NEXT = 13  # when it plans to send the next one [second, loop clock]
+M_T = 14  # when the drive was in the measured state [second, loop clock] (set by control._link; now if local)
+N_MEAS = 15
 
 # ---- out: loop -> node (seqlocked; the loop is the only writer)
 O_SEQ = 0
@@ -135,7 +149,45 @@ O_EXPIRED = 27
 O_EXPIRED_AFTER = 28
 O_LIMITED = 29
 O_EXPIRED_AT = 30  # loop time the command expired [second]
-N_OUT = 31
+O_OVERSHOOT = 31  # largest measured excursion past the target of the plan (in its direction)
+O_MEAS_T = 32  # when the drive was in the measured state [second, loop clock]
+O_PRED_P = 33  # predicted drive position when the latest command takes effect (bus drive; else NaN)
+O_EFFECT_T = 34  # when the latest command takes effect at the drive [second, loop clock] (bus drive; else NaN)
+N_OUT = 35
+
+# ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
+LK_MEAS_COUNT = 0  # measurements taken into the model
+LK_SENT_COUNT = 1  # sends taken into the ring
+LK_N_SENDS = 2  # entries written into the send ring
+LK_THETA_REF = 3  # fixed reference offset of the drive's clock against ours, set on the first measurement [s]
+LK_LOCAL = 4  # 1: the drive stamps with our clock (same host); 0: a foreign clock (offset estimated); NaN: unknown
+LK_THETA = 5  # estimated offset drive clock − loop clock [second] (0 when local)
+LK_D1 = 6  # send → effect seen in the dynamics, drive clock minus loop clock [second] (= delay + offset)
+LK_DELAY = 7  # estimated send → effect delay in the loop clock [second]
+LK_WEIGHT = 8  # information behind the delay fit (forgetting-weighted count of informative measurements)
+LK_RS_MIN = 9  # slowly relaxing minimum of reception − stamp [second]
+LK_AGE = 10  # age of the latest measurement at its reception [second]
+LK_N_STATS = 11  # entries written into the statistics rings
+LK_EFFECT_T = 12  # when the command written this tick takes effect at the drive [second, loop clock]
+LK_PRED_P = 13  # the drive's position predicted for then
+LK_PREV_S = 14  # the previous measurement's stamp [second, drive clock] (the fit compares consecutive ones)
+LK_PREV_P = 15  # …its position
+LK_PREV_V = 16  # …its velocity
+LK_ENGAGED = 17  # the loop's engagement when the last send was taken (a new engagement starts a new history)
+LK_GRID = 18  # start of the fit's cost per candidate delay
+LINK_GRID_N = 341
+LINK_GRID_MIN = -0.020  # candidate delays relative to LK_THETA_REF [second]: −20 ms …
+LINK_GRID_STEP = 0.0005  # … in 0.5 ms steps to +150 ms
+LK_AGES = LK_GRID + LINK_GRID_N  # ring of measurement ages at reception [second]
+LINK_STATS_N = 512
+LK_DELAYS = LK_AGES + LINK_STATS_N  # ring of delay estimates [second]
+N_LINK = LK_DELAYS + LINK_STATS_N
+
+SENDS_N = 256
+"""Entries of the ring of commands sent to a bus drive (time, velocity, force): 1.3 s at 200 Hz."""
+SEND_T = 0
+SEND_V = 1
+SEND_F = 2
 
 # ---- timing: ring of period errors for measurement
 TIMING_RING = 1 << 16
@@ -156,9 +208,14 @@ class LoopArrays(NamedTuple):
     prof: np.ndarray
     """The active OTG profile (position plan, velocity change or stop)."""
     ref: np.ndarray
-    """Scratch float64[8]: reference (p, v, a, j) now, then one period ahead."""
+    """Scratch float64[20]: reference (p, v, a, j) now, one period ahead, when the next command takes effect at a
+    bus drive, one drive period after that, and when the drive was in the measured state."""
     meas: np.ndarray
     drive: DriveArrays
+    link: np.ndarray
+    """The bus drive's link model (``LK_*``): delay fit, clock offset, statistics rings."""
+    sends: np.ndarray
+    """float64[SENDS_N, 3]: ring of the commands sent to a bus drive (``SEND_*``)."""
 
 
 def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> LoopArrays:
@@ -166,6 +223,12 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
     st = np.zeros(N_ST)
     for k in (ST_SETTLED, ST_STOP_TOOK, ST_STOP_PLANNED, ST_STOP_BOUND, ST_FE_SINCE, ST_EXPIRED_AFTER, ST_EXPIRED_AT):
         st[k] = np.nan
+    link = np.zeros(N_LINK)
+    for k in (LK_THETA_REF, LK_LOCAL, LK_THETA, LK_D1, LK_DELAY, LK_RS_MIN, LK_AGE, LK_EFFECT_T, LK_PRED_P, LK_PREV_S):
+        link[k] = np.nan
+    link[LK_AGES:] = np.nan
+    meas = np.zeros(N_MEAS)
+    meas[M_COUNT:] = np.nan
     return LoopArrays(
         cmd=np.zeros(N_CMD),
         cfg=cfg,
@@ -174,7 +237,9 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
         c=np.zeros(N_CMD),
         act=np.zeros(N_ACT),
         prof=np.zeros(profile_size),
-        ref=np.zeros(8),
-        meas=np.zeros(N_MEAS),
+        ref=np.zeros(20),
+        meas=meas,
         drive=drive,
+        link=link,
+        sends=np.zeros((SENDS_N, 3)),
     )

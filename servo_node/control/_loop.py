@@ -69,6 +69,12 @@ class LoopConfig:
     """Age of the last setpoint (from its reception) at which the command expires and the servo stops."""
     realtime_priority: int = 0
     """SCHED_FIFO priority of the loop thread (1..99) where the OS permits it; 0 keeps normal scheduling."""
+    compensation: bool = True
+    """A drive on the bus: command it through the link model (feed-forward over the interval the command is held
+    at the drive, feedback on the predicted position; :mod:`._link`). False: the law as for a local drive
+    (reference now, feedback on the latest measurement). No effect on the embedded joint."""
+    drive_period_s: float = 0.005
+    """How long a drive on the bus holds each command: its setpoint period [second]."""
 
     def cfg_array(self, drive_kind: float) -> np.ndarray:
         """The kernel's cfg array."""
@@ -94,6 +100,8 @@ class LoopConfig:
         cfg[L.K_FE_TIME] = self.following_error_time_s
         cfg[L.K_DEADMAN] = self.deadman_timeout_s
         cfg[L.K_REST_TICKS] = max(2.0, math.ceil(self.rest_time_s * self.rate_hz))
+        cfg[L.K_COMPENSATE] = 1.0 if self.compensation else 0.0
+        cfg[L.K_DRIVE_PERIOD] = self.drive_period_s
         return cfg
 
     def stop_bound_s(self) -> float:
@@ -153,6 +161,14 @@ class LoopSample:
     """Loop time the command expired [second] (the monotonic clock with the real clock)."""
     limited: bool
     """The active setpoint's limits were clipped into the envelope."""
+    overshoot: float = math.nan
+    """Largest measured excursion past the active position plan's target, in its direction (0: none)."""
+    measured_at_s: float = math.nan
+    """When the drive was in the measured state [second, loop clock] (a bus drive's measurement is older)."""
+    predicted_position: float = math.nan
+    """Bus drive through the link model: its position predicted for when the latest command takes effect."""
+    effect_at_s: float = math.nan
+    """…and that time [second, loop clock]."""
 
     @property
     def stopped(self) -> bool:
@@ -168,6 +184,25 @@ class LoopSample:
     def error_text(self) -> str:
         """The error in words."""
         return self.error.text
+
+
+@dataclass(frozen=True)
+class LinkStats:
+    """A drive on the bus: the age of its measurements and the delay of its commands, over the latest
+    :data:`~._layout.LINK_STATS_N` measurements [second]."""
+
+    age_p50: float
+    """Median age of a measurement at its reception (stamp → reception, the drive's clock mapped onto ours)."""
+    age_max: float
+    delay_p50: float
+    """Median of the command-delay estimate (send → effect seen in the dynamics), per measurement."""
+    delay_max: float
+    delay: float
+    """The estimate in use now."""
+    local_clock: bool
+    """True if the drive stamps with our clock (same host); else the offset is estimated (symmetric split)."""
+    clock_offset: float
+    """Drive clock − loop clock as estimated [second] (0 when local)."""
 
 
 class ControlLoop:
@@ -297,6 +332,36 @@ class ControlLoop:
             expired_after_s=float(o[L.O_EXPIRED_AFTER]),
             expired_at_s=float(o[L.O_EXPIRED_AT]),
             limited=bool(o[L.O_LIMITED]),
+            overshoot=float(o[L.O_OVERSHOOT]),
+            measured_at_s=float(o[L.O_MEAS_T]),
+            predicted_position=float(o[L.O_PRED_P]),
+            effect_at_s=float(o[L.O_EFFECT_T]),
+        )
+
+    def link_stats(self) -> LinkStats | None:
+        """The bus drive's link as the loop measures it (None for the embedded joint or before any measurement).
+
+        Reads the loop's statistics rings without a lock: every entry is one aligned float64 (written whole), and
+        an entry being replaced while read only shifts which recent measurements are counted.
+        """
+        lk = self.arrays.link
+        n = int(lk[L.LK_N_STATS])
+        if n == 0:
+            return None
+        m = min(n, L.LINK_STATS_N)
+        ages = lk[L.LK_AGES : L.LK_AGES + L.LINK_STATS_N][:m]
+        delays = lk[L.LK_DELAYS : L.LK_DELAYS + L.LINK_STATS_N][:m]
+        ages = ages[np.isfinite(ages)]
+        delays = delays[np.isfinite(delays)]
+        nan = math.nan
+        return LinkStats(
+            age_p50=float(np.median(ages)) if ages.size else nan,
+            age_max=float(ages.max()) if ages.size else nan,
+            delay_p50=float(np.median(delays)) if delays.size else nan,
+            delay_max=float(delays.max()) if delays.size else nan,
+            delay=float(lk[L.LK_DELAY]),
+            local_clock=bool(lk[L.LK_LOCAL] == 1.0),
+            clock_offset=float(lk[L.LK_THETA]),
         )
 
     def period_errors(self) -> np.ndarray:

@@ -26,6 +26,7 @@ from ..errors import ErrorCode
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
+from . import _link as link
 from ._layout import LoopArrays
 
 E_NONE = float(ErrorCode.NONE)
@@ -96,6 +97,8 @@ def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> N
         _engage(st, act[L.C_MODE], now)
         st[L.ST_TRACK_MAX] = 0.0
         st[L.ST_SETTLED] = np.nan
+        st[L.ST_PLAN_P0] = p0
+        st[L.ST_OVERSHOOT] = 0.0
         if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
             st[L.ST_ERROR] = E_NONE
     else:
@@ -232,6 +235,20 @@ def take_command(now: float, A: LoopArrays) -> None:
 
 
 @njit(cache=True, nogil=True)
+def ref_at_measurement(now: float, A: LoopArrays, fallback: float) -> float:
+    """The reference position when the drive was in the measured state (``M_T``): what a measurement is compared
+    with. ``fallback`` (the reference now) if that time precedes the active profile or is unknown. For the embedded
+    joint that time is now; for a drive on the bus it is several milliseconds ago, and comparing an old measurement
+    with today's reference would call a moving drive's age a following error."""
+    t = A.meas[L.M_T]
+    t0 = A.st[L.ST_T0]
+    if not (math.isfinite(t) and t0 <= t <= now) or A.st[L.ST_ENGAGED] == 0.0:
+        return fallback
+    sample_into(A.prof, t - t0, A.ref[16:20])
+    return A.ref[16]
+
+
+@njit(cache=True, nogil=True)
 def supervise_motion(now: float, A: LoopArrays) -> None:
     """Deadman by reception time; the end of an envelope brake; the following error."""
     st, cfg, act, m = A.st, A.cfg, A.act, A.meas
@@ -254,7 +271,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
             return
     if m[L.M_AGE] > cfg[L.K_FE_TIME]:
         st[L.ST_FE_SINCE] = np.nan  # A measurement that old cannot show a following error (the drive is silent).
-    elif m[L.M_FRESH] == 1.0 and abs(A.out[L.O_PREF] - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
+    elif m[L.M_FRESH] == 1.0 and abs(ref_at_measurement(now, A, A.out[L.O_PREF]) - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
         if math.isnan(st[L.ST_FE_SINCE]):
             st[L.ST_FE_SINCE] = now
         elif now - st[L.ST_FE_SINCE] > cfg[L.K_FE_TIME]:
@@ -278,15 +295,28 @@ def reference(now: float, A: LoopArrays) -> bool:
         t = now - st[L.ST_T0]
         sample_into(A.prof, t, ref)
         sample_into(A.prof, t + cfg[L.K_PERIOD], ref_next)
+        if link.compensated(A):
+            # A bus drive: the command written now is sent at the next send and takes effect a delay later; it is
+            # held for one drive period. Sample the reference over exactly that interval.
+            t_e = link.effect_time(now, A)
+            A.link[L.LK_EFFECT_T] = t_e
+            sample_into(A.prof, t_e - st[L.ST_T0], ref[8:12])
+            sample_into(A.prof, t_e - st[L.ST_T0] + cfg[L.K_DRIVE_PERIOD], ref[12:16])
         mode = st[L.ST_MODE]
         if mode == L.MODE_POSITION and st[L.ST_PRE_BRAKE] == 0.0:
-            st[L.ST_TRACK_MAX] = max(st[L.ST_TRACK_MAX], abs(ref[0] - m[L.M_P]))
+            # Judge the measurement against the reference of its own time (a bus drive's is milliseconds old).
+            t_m = m[L.M_T] - st[L.ST_T0] if math.isfinite(m[L.M_T]) else t
+            if t_m >= 0.0:
+                p_ref_m = ref_at_measurement(now, A, ref[0])
+                st[L.ST_TRACK_MAX] = max(st[L.ST_TRACK_MAX], abs(p_ref_m - m[L.M_P]))
+                direction = 1.0 if A.act[L.C_PT] >= st[L.ST_PLAN_P0] else -1.0
+                st[L.ST_OVERSHOOT] = max(st[L.ST_OVERSHOOT], direction * (m[L.M_P] - A.act[L.C_PT]))
             if (
                 math.isnan(st[L.ST_SETTLED])
-                and t >= profile_duration(A.prof)
+                and t_m >= profile_duration(A.prof)
                 and abs(m[L.M_P] - A.act[L.C_PT]) <= cfg[L.K_ARRIVAL_TOLERANCE]
             ):
-                st[L.ST_SETTLED] = t
+                st[L.ST_SETTLED] = t_m
         elif mode == L.MODE_STOP and t >= st[L.ST_STOP_PLANNED]:
             # The reference is at rest; hold its final position until the joint is at rest too: once it is within
             # the arrival tolerance (or slow enough), command zero velocity so it comes to rest exactly there.
@@ -323,6 +353,8 @@ def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
     st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
     if st[L.ST_ENGAGED] == 0.0:
         return np.nan, np.nan
+    if link.compensated(A):
+        return _bus_law(A, braking)
     flim = st[L.ST_FLIM]
     fresh = m[L.M_FRESH] == 1.0
     e = ref[0] - m[L.M_P] if fresh else 0.0
@@ -335,6 +367,35 @@ def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
         return np.nan, min(max(f, -flim), flim)
     de = ref[1] - m[L.M_V] if fresh else 0.0
     f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * de
+    return np.nan, min(max(f, -flim), flim)
+
+
+@njit(cache=True, nogil=True)
+def _bus_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
+    """The law for a drive on the bus, through the link model (:mod:`._link`): the command takes effect at
+    ``t_e`` and is held for the drive period ``T_d``.
+
+    Velocity: ``v = (p_ref(t_e + T_d) − p_ref(t_e)) / T_d + k·(p_ref(t_e) − p̂(t_e))`` — the feed-forward is the
+    mean reference velocity over the hold (so a held command ends the period on the reference), the feedback acts
+    on the predicted position. Torque: ``τ = J·(v_ref(t_e + T_d) − v_ref(t_e)) / T_d + K_p·(p_ref − p̂) +
+    K_d·(v_ref − v̂)`` at ``t_e``. Braking: velocity 0, or the force that stops the predicted velocity within one
+    drive period. Without fresh feedback: feed-forward only.
+    """
+    st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
+    flim = st[L.ST_FLIM]
+    fresh = m[L.M_FRESH] == 1.0
+    t_d = cfg[L.K_DRIVE_PERIOD]
+    t_e = A.link[L.LK_EFFECT_T]
+    p_hat, v_hat = link.predict(A, t_e) if fresh else (ref[8], ref[9])
+    A.link[L.LK_PRED_P] = p_hat
+    if cfg[L.K_LAW] == L.LAW_VELOCITY:
+        if braking:
+            return 0.0, flim
+        return (ref[12] - ref[8]) / t_d + cfg[L.K_VELOCITY_GAIN] * (ref[8] - p_hat), flim
+    if braking and fresh:
+        f = -cfg[L.K_INERTIA] * v_hat / t_d
+        return np.nan, min(max(f, -flim), flim)
+    f = cfg[L.K_INERTIA] * (ref[13] - ref[9]) / t_d + cfg[L.K_KP] * (ref[8] - p_hat) + cfg[L.K_KD] * (ref[9] - v_hat)
     return np.nan, min(max(f, -flim), flim)
 
 
@@ -371,4 +432,9 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     out[L.O_EXPIRED_AFTER] = st[L.ST_EXPIRED_AFTER]
     out[L.O_LIMITED] = st[L.ST_LIMITED]
     out[L.O_EXPIRED_AT] = st[L.ST_EXPIRED_AT]
+    out[L.O_OVERSHOOT] = st[L.ST_OVERSHOOT]
+    out[L.O_MEAS_T] = m[L.M_T]
+    comp = link.compensated(A) and st[L.ST_ENGAGED] != 0.0
+    out[L.O_PRED_P] = A.link[L.LK_PRED_P] if comp else np.nan
+    out[L.O_EFFECT_T] = A.link[L.LK_EFFECT_T] if comp else np.nan
     end_write(out)

@@ -1,7 +1,12 @@
 """The numba half of a drive on the bus: two seqlocked arrays between the network side and the loop.
 
-``rx`` (written only by the network side when the drive's dynamics arrive): the measured state and its
-reception time. ``tx`` (written only by the loop): the command the network side publishes at the drive rate.
+``rx`` (written only by the network side, all from its one asyncio thread): the latest measured state with its
+reception time and the drive's own timestamp, and the latest command the network side actually *sent* (its send
+time, values, and when it plans the next send). ``tx`` (written only by the loop): the command the network side
+publishes at the drive rate.
+
+The send record is what makes the link measurable: the loop learns exactly what the drive was told and when, and
+fits the drive's response to it (:mod:`servo_node.control._link`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ RX_A = 3
 RX_F = 4
 RX_T = 5  # reception time of the last measurement [second, monotonic]; 0 = none yet
 RX_COUNT = 6  # measurements received
-N_RX = 7
+RX_STAMP = 7  # the drive's timestamp of that measurement [second, the drive's clock]; NaN if it sends none
+RX_SENT_T = 8  # time the network side last sent a command [second, monotonic]
+RX_SENT_V = 9  # its velocity (NaN: none)
+RX_SENT_F = 10  # its force/torque (NaN: none)
+RX_SENT_COUNT = 11  # commands sent
+RX_SENT_NEXT = 12  # when the network side plans to send the next one [second, monotonic]
+N_RX = 13
 
 TX_SEQ = 0
 TX_ENABLE = 1  # 1 while the loop commands the drive (readiness ENGAGED), else 0 (STANDBY)
@@ -34,12 +45,20 @@ def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tx = np.zeros(N_TX)
     tx[TX_V] = np.nan
     tx[TX_F] = np.nan
-    return np.zeros(N_RX), tx, np.zeros(N_RX)
+    rx = np.zeros(N_RX)
+    rx[RX_STAMP] = np.nan
+    rx[RX_SENT_V] = np.nan
+    rx[RX_SENT_F] = np.nan
+    rx[RX_SENT_NEXT] = np.nan
+    return rx, tx, np.zeros(N_RX)
 
 
 @njit(cache=True, nogil=True)
 def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float, meas: np.ndarray) -> None:
-    """The latest measurement; fresh while its reception is within ``feedback_timeout`` of ``now``."""
+    """The latest measurement and send record; fresh while its reception is within ``feedback_timeout`` of ``now``.
+
+    ``meas`` indices are those of :mod:`servo_node.control._layout` (``M_*``); this module cannot import it.
+    """
     rx = d.scratch
     read_seqlocked(d.rx, rx)
     meas[0] = rx[RX_P]
@@ -51,6 +70,14 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
     if rx[RX_COUNT] == 0.0 and now - started <= feedback_timeout:
         meas[4] = -1.0  # Not heard yet, still within the grace period after start.
     meas[5] = now - last
+    meas[6] = rx[RX_COUNT]
+    meas[7] = rx[RX_T]
+    meas[8] = rx[RX_STAMP]
+    meas[9] = rx[RX_SENT_COUNT]
+    meas[10] = rx[RX_SENT_T]
+    meas[11] = rx[RX_SENT_V]
+    meas[12] = rx[RX_SENT_F]
+    meas[13] = rx[RX_SENT_NEXT]
 
 
 @njit(cache=True, nogil=True)

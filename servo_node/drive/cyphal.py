@@ -79,6 +79,7 @@ class CyphalDrive(Drive):
         rx[link.RX_A] = a if math.isfinite(a) else 0.0
         rx[link.RX_F] = f if math.isfinite(f) else 0.0
         rx[link.RX_T] = float(meta.timestamp.monotonic)
+        rx[link.RX_STAMP] = int(msg.timestamp.microsecond) * 1e-6  # The drive's clock (0: unknown).
         rx[link.RX_COUNT] += 1.0
         end_write(rx)
 
@@ -95,15 +96,28 @@ class CyphalDrive(Drive):
                 enabled = snapshot[link.TX_ENABLE] != 0.0
                 ready = common.Readiness_0_1.ENGAGED if enabled else common.Readiness_0_1.STANDBY
                 await self._pub_readiness.publish(common.Readiness_0_1(ready))
-                if enabled:
-                    setpoint = make_dynamics(
-                        self._rotational, velocity=snapshot[link.TX_V], force=snapshot[link.TX_F]
-                    )
-                    await self._pub_setpoint.publish(setpoint)
                 next_at += self._period_s
+                if enabled:
+                    v, f = snapshot[link.TX_V], snapshot[link.TX_F]
+                    setpoint = make_dynamics(self._rotational, velocity=v, force=f)
+                    sent_at = time.monotonic()
+                    await self._pub_setpoint.publish(setpoint)
+                    self._record_send(sent_at, v, f, next_at)
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         except (asyncio.CancelledError, pycyphal.presentation.PortClosedError):
             pass
+
+
+    def _record_send(self, sent_at: float, v: float, f: float, next_at: float) -> None:
+        """Tell the loop what the drive was told and when, and when the next send is due (the link model)."""
+        rx = self._arrays.rx
+        begin_write(rx)
+        rx[link.RX_SENT_T] = sent_at
+        rx[link.RX_SENT_V] = v
+        rx[link.RX_SENT_F] = f
+        rx[link.RX_SENT_NEXT] = max(next_at, sent_at)
+        rx[link.RX_SENT_COUNT] += 1.0
+        end_write(rx)
 
 
 def make_drive(reg: ServoRegistry, node: pycyphal.application.Node) -> CyphalDrive:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .control import LoopConfig
 from .drive import sim_joint_from_registers
-from .registers import ServoRegistry
+from .registers import RegisterReader
 
 DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 5.0}
 """Position gain of the velocity law [1/s] when the register holds 0. Over a bus the loop closes through the
@@ -16,7 +16,7 @@ round trip (setpoint out, dynamics back); a pure delay τ in this loop rings onc
 the bus gets a gain that tolerates about 0.2 s (scheduling stalls of a loaded host included)."""
 
 
-def loop_config(reg: ServoRegistry) -> LoopConfig:
+def loop_config(reg: RegisterReader) -> LoopConfig:
     """The control loop's configuration from the registers."""
     sim = sim_joint_from_registers(reg)
     backend = reg.text("servo.drive.backend")

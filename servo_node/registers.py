@@ -37,6 +37,10 @@ Register                               Type          Default             Meaning
 ``servo.stop.jerk``                    real32        0                   stop jerk; 0: profile's
 ``servo.stop.disengage_immediately``   bit           false               skip the jerk-limited stop on expiry
 ``servo.dynamics_rate``                real32        50                  ``dynamics`` publication rate [Hz], > 0
+``servo.axes``                         string        ""                  node-wide: axis names of a multi-axis node
+                                                                         (e.g. "left right"); each axis's ports and
+                                                                         registers then carry its name as a prefix
+                                                                         (see :mod:`servo_node.axis_registers`)
 ``sim.kind``                           string        "rotational"        embedded joint kind
 ``sim.inertia``                        real32        1                   inertia [kg·m²] or mass [kg], > 0
 ``sim.max_velocity``                   real32        100                 joint velocity limit, > 0
@@ -56,9 +60,11 @@ through the ``on_refused`` callback (the node turns it into a ``uavcan.diagnosti
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from . import _dsdl
 
@@ -135,6 +141,16 @@ def _choice(*options: str) -> Validator:
     return check
 
 
+RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
+"""Axis names that would collide with unprefixed register namespaces."""
+
+
+def _axis_list(v: ValueProxy) -> str | None:
+    words = [w for w in re.split(r"[\s,]+", v.value.string.value.tobytes().decode(errors="replace")) if w]
+    ok = all(re.fullmatch(r"[a-z][a-z0-9_]*", w) and w not in RESERVED_AXIS_NAMES for w in words)
+    return None if ok and len(set(words)) == len(words) else "must be distinct names [a-z][a-z0-9_]*, not reserved"
+
+
 def _real(*x: float) -> Value:
     return Value(real32=register.Real32(list(x)))
 
@@ -179,6 +195,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.stop.jerk": RegisterSpec(_real(0), _NONNEGATIVE),
     "servo.stop.disengage_immediately": RegisterSpec(Value(bit=register.Bit([False])), lambda v: None),
     "servo.dynamics_rate": RegisterSpec(_real(50), _scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
+    "servo.axes": RegisterSpec(_string(""), _axis_list),
     "sim.kind": RegisterSpec(_string("rotational"), _choice("rotational", "linear")),
     "sim.inertia": RegisterSpec(_real(1), _POSITIVE),
     "sim.max_velocity": RegisterSpec(_real(100), _POSITIVE),
@@ -191,6 +208,23 @@ SPECS: Mapping[str, RegisterSpec] = {
     "sim.static_friction": RegisterSpec(_real(0), _NONNEGATIVE),
 }
 """The application registers (see the module docstring for their meaning)."""
+
+
+class RegisterReader(Protocol):
+    """Typed reads of application registers by their plain names (a :class:`ServoRegistry`, or one axis's view)."""
+
+    def real(self, name: str) -> float: ...
+    def reals(self, name: str) -> tuple[float, ...]: ...
+    def text(self, name: str) -> str: ...
+    def flag(self, name: str) -> bool: ...
+
+
+def spec_for(name: str) -> RegisterSpec | None:
+    """The spec of an application register, also under an axis prefix (``left.servo.profile.jerk``)."""
+    spec = SPECS.get(name)
+    if spec is None and "." in name:
+        spec = SPECS.get(name.split(".", 1)[1])
+    return spec
 
 
 class ServoRegistry(SimpleRegistry):
@@ -224,7 +258,7 @@ class ServoRegistry(SimpleRegistry):
                 raise ValueError(f"register {name}: {ex}") from None
 
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
-        spec = SPECS.get(name)
+        spec = spec_for(name)
         if spec is not None and not callable(value) and name in set(self):
             candidate = ValueProxy(self[name].value)
             candidate.assign(value)
@@ -240,7 +274,7 @@ class ServoRegistry(SimpleRegistry):
         """Create with validation: an invalid override from the environment is refused like a bad write."""
         created = key not in set(self)
         out = super().setdefault(key, default)
-        spec = SPECS.get(key)
+        spec = spec_for(key)
         if created and spec is not None:
             reason = spec.validator(out)
             if reason is not None:

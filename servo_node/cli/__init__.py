@@ -10,8 +10,11 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+
+from ..errors import ServoError
 
 DEMO_ENV = {
     "UAVCAN__UDP__IFACE": "127.0.0.1",
@@ -23,23 +26,45 @@ DEMO_ENV = {
 }
 """What ``servo-node demo`` sets unless the environment already does."""
 
+_logger = logging.getLogger(__name__)
+
 
 def _run(registry: str | None, env: dict[str, str]) -> int:
-    from ..node import ServoNode  # Deferred: compiles/loads DSDL and numba kernels.
+    """Serve until SIGINT/SIGTERM, then stop the joint safely and exit 0; a second signal exits at once (1)."""
+    from .. import _dsdl
 
-    node = ServoNode(registry, env)
+    _dsdl.ensure_compiled()
+    from ..node import ServoNode  # Deferred: needs the compiled DSDL; loads the numba kernels.
 
-    async def serve() -> None:
+    async def serve() -> int:
+        node = ServoNode(registry, env)
+        main = asyncio.current_task()
+        assert main is not None
+        signals: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            signals.append(signum)
+            if len(signals) == 1:
+                _logger.warning("%s: stopping the servo safely, then exiting", signal.Signals(signum).name)
+                node.request_close()
+            else:
+                _logger.warning("%s again: exiting without waiting for the stop", signal.Signals(signum).name)
+                main.cancel()
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
         try:
             await node.run()
-        finally:
-            node.close()
+        except asyncio.CancelledError:
+            return 1
+        return 0
 
     try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
-    return 0
+        return asyncio.run(serve())
+    except ServoError as ex:
+        _logger.error("%s", ex)
+        return 2
 
 
 def _demo(registry: str) -> int:

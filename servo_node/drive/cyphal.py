@@ -25,23 +25,26 @@ import reg.udral.service.common as common
 from ..control import ControlLoop
 from ..control import _layout as L
 from ..control._kernel import read_seqlocked
-from ..registers import ServoRegistry
+from ..registers import RegisterReader
 from .udral_messages import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 
 class CyphalDrive:
     """Publishes the loop's drive command and feeds the drive's measured state back into the loop."""
 
-    def __init__(self, node: pycyphal.application.Node, kind: str, rate_hz: float, remote: np.ndarray) -> None:
+    def __init__(
+        self, node: pycyphal.application.Node, kind: str, rate_hz: float, remote: np.ndarray, port_prefix: str = ""
+    ) -> None:
+        """``port_prefix`` (``"left."``) names the ports of one axis of a multi-axis node."""
         self._node = node
         self._rotational = kind == "rotational"
         self._period_s = 1.0 / rate_hz
         self._remote = remote
         self._task: asyncio.Task[None] | None = None
-        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), "drive_setpoint")
-        self._pub_readiness = node.make_publisher(common.Readiness_0_1, "drive_readiness")
-        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), "drive_dynamics")
-        self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, "drive_feedback")
+        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), port_prefix + "drive_setpoint")
+        self._pub_readiness = node.make_publisher(common.Readiness_0_1, port_prefix + "drive_readiness")
+        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), port_prefix + "drive_dynamics")
+        self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, port_prefix + "drive_feedback")
         self.drive_readiness = -1
         """Readiness the drive last reported (−1: none yet)."""
         self.drive_health = -1
@@ -58,6 +61,20 @@ class CyphalDrive:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+    async def stop(self) -> None:
+        """Stop publishing (cancel and await the task), then tell the drive STANDBY once; idempotent.
+
+        Call it after the loop has disengaged, so the drive is at rest when it is told to stand by.
+        """
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            try:
+                await self._pub_readiness.publish(common.Readiness_0_1(common.Readiness_0_1.STANDBY))
+            except pycyphal.transport.ResourceClosedError:
+                pass
 
     async def _on_dynamics(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
         p, v, a, f = read_dynamics(msg.value)
@@ -90,6 +107,8 @@ class CyphalDrive:
             pass
 
 
-def make_drive(reg: ServoRegistry, node: pycyphal.application.Node, loop: ControlLoop) -> CyphalDrive:
+def make_drive(
+    reg: RegisterReader, node: pycyphal.application.Node, loop: ControlLoop, port_prefix: str = ""
+) -> CyphalDrive:
     """The remote drive for the ``udral`` backend, its ports resolved from the registers."""
-    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), loop.remote)
+    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), loop.remote, port_prefix)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sim_plant import JointKind, JointParams
 
-from ..registers import ServoRegistry
+from ..registers import RegisterReader
 
 
-def sim_joint_from_registers(reg: ServoRegistry) -> JointParams:
+def sim_joint_from_registers(reg: RegisterReader) -> JointParams:
     """The joint the sim backend steps inside the control loop (Webots field names, snake_case)."""
     kind: JointKind = "linear" if reg.text("sim.kind") == "linear" else "rotational"
     return JointParams(

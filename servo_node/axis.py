@@ -211,6 +211,7 @@ class Axis:
         self._closed = True
         self._halting = True
         tasks, self._tasks = self._tasks, []
+        self._feedback_due.set()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -325,7 +326,7 @@ class Axis:
         dyn_period = 1.0 / self.registers.real("servo.dynamics_rate")
         next_at = next_status = next_dynamics = time.monotonic()
         try:
-            while True:
+            while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
                 try:
                     s = self.supervise()
                     now = time.monotonic()
@@ -347,7 +348,7 @@ class Axis:
     async def _feedback_task(self) -> None:
         """``feedback`` right after each applied setpoint and state change, and at least once per second."""
         try:
-            while True:
+            while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
                 try:
                     await asyncio.wait_for(self._feedback_due.wait(), timeout=1.0)
                 except TimeoutError:

@@ -52,6 +52,7 @@ class Diagnostics:
         """Stop publishing (cancel and await the task, close the publisher); keeps buffering; idempotent."""
         task, self._task = self._task, None
         if task is not None:
+            self._wake.set()
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         if self._pub is not None:
@@ -60,7 +61,7 @@ class Diagnostics:
 
     async def _publish(self) -> None:
         try:
-            while True:
+            while self._task is not None:  # Also ends it if a cancellation was swallowed inside a publish.
                 await self._wake.wait()
                 self._wake.clear()
                 while self._pending and self._pub is not None:

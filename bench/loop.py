@@ -103,7 +103,7 @@ async def _case(rate_hz: int, traffic: bool, seconds: float, priority: int) -> d
         }
     finally:
         pub_node.close()
-        servo.close()
+        servo.request_close()
         await task
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from pycyphal.application.register import ValueProxy
 
@@ -74,7 +74,13 @@ JOINT_SPECS: Mapping[str, RegisterSpec] = {
 """The ``sim.*`` registers: name → default and write check (see the module docstring)."""
 
 
-def joint_params(registry: Mapping[str, ValueProxy]) -> JointParams:
+class RegisterLookup(Protocol):
+    """Anything that returns a register's value by name (a registry, or one axis's view of it)."""
+
+    def __getitem__(self, name: str, /) -> ValueProxy: ...
+
+
+def joint_params(registry: RegisterLookup) -> JointParams:
     """The joint configured by the ``sim.*`` registers (which must exist: declare :data:`JOINT_SPECS` first).
 
     :raises ValueError: a register holds an invalid value; the message starts with ``register sim.<field>``.

@@ -237,8 +237,12 @@ class ValidatingRegistry(SimpleRegistry):
             except ValueConversionError as ex:  # RefusedWriteError, or a value pycyphal cannot convert.
                 raise ConfigurationError(f"register {name}: {ex}") from None
 
+    def spec_for(self, name: str) -> RegisterSpec | None:
+        """The spec that validates writes of ``name`` (subclasses map derived names, e.g. prefixed ones)."""
+        return self.specs.get(name)
+
     def __setitem__(self, name: str, value: register.Registry.Assignable) -> None:
-        spec = self.specs.get(name)
+        spec = self.spec_for(name)
         exists = not callable(value) and name in set(self)
         try:  # While creating (setdefault), pycyphal applies the environment override through here.
             if spec is not None and exists:
@@ -266,7 +270,7 @@ class ValidatingRegistry(SimpleRegistry):
         v = super().__getitem__(name)
         if self._creating:
             return v
-        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), fixed_size=name in self.specs)
+        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), fixed_size=self.spec_for(name) is not None)
 
     def refuse(self, name: str, reason: str) -> None:
         """Count a refused write of ``name`` and report it through ``on_refused``."""
@@ -287,7 +291,7 @@ class ValidatingRegistry(SimpleRegistry):
             raise ConfigurationError(f"register {key}: environment variable {env}={raw!r}: {why}") from None
         finally:
             self._creating = False
-        spec = self.specs.get(key)
+        spec = self.spec_for(key)
         if created and spec is not None:
             reason = spec.validator(out)
             if reason is not None:

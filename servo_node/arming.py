@@ -7,13 +7,17 @@ Pure logic on an injected monotonic clock [second], so it is tested without a ne
   STANDBY.
 - The command expires when no valid setpoint arrived within the deadman timeout; the servo then needs a fresh
   setpoint (and ENGAGED, if gated) to move again.
-- An error (from the drive or the trajectory) holds until a fresh setpoint is accepted with the cause cleared.
+- An error (from the drive or the trajectory) holds until a fresh setpoint is accepted with the cause cleared
+  (the axis decides whether the cause persists); a drive that reports again ends the error in STANDBY.
+- A halt (the node closing or restarting) is STANDBY that the axis keeps: it applies no setpoint after it.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+
+from .errors import ErrorCode
 
 READINESS_ENGAGED = 3
 """zubax.service.Readiness.1.0 ENGAGED; SLEEP = 0, STANDBY = 2, 1 is invalid and treated as STANDBY."""
@@ -41,6 +45,8 @@ class ArmingGate:
         self.expired_after_s = math.nan
         """Age of the last setpoint when the command was found expired (the deadman's reaction time)."""
         self._reason = "waiting for a setpoint" + (" and readiness ENGAGED" if gated else "")
+        self.error_code = ErrorCode.NONE
+        """The error that stopped the servo last; cleared when a fresh setpoint engages it."""
 
     @property
     def reason(self) -> str:
@@ -66,11 +72,25 @@ class ArmingGate:
         self._setpoint_at = now
         self._state = ServoState.ENGAGED
         self._reason = "following the setpoint"
+        self.error_code = ErrorCode.NONE
         return True
 
-    def on_error(self, reason: str) -> None:
+    def on_error(self, reason: str, code: ErrorCode = ErrorCode.NONE) -> None:
         """The loop or the drive failed; motion stops until a fresh setpoint."""
         self._state = ServoState.ERROR
+        self._reason = reason
+        self.error_code = code
+        self._setpoint_at = -math.inf
+
+    def on_recovered(self, reason: str) -> None:
+        """The cause of the error went away by itself (the drive reports again): STANDBY until a fresh setpoint."""
+        if self._state is ServoState.ERROR:
+            self._state = ServoState.STANDBY
+            self._reason = reason
+
+    def halt(self, reason: str) -> None:
+        """The node is closing or restarting: STANDBY, whatever the state was."""
+        self._state = ServoState.STANDBY
         self._reason = reason
         self._setpoint_at = -math.inf
 

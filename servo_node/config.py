@@ -23,7 +23,7 @@ from sim_plant import JointParams
 from .control import Envelope, LoopConfig
 from .drive import Drive, SimDrive
 from .errors import ConfigurationError
-from .registers import ServoRegistry
+from .registers import RegisterReader
 from .setpoint import Floors
 
 DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 40.0, "udral-off": 5.0}
@@ -47,12 +47,12 @@ MAX_GAIN_PERIODS = 0.5
 overshoot; at k·T = 2 it would oscillate (a 10 Hz loop with k = 20)."""
 
 
-def sim_joint_from_registers(reg: ServoRegistry) -> JointParams:
+def sim_joint_from_registers(reg: RegisterReader) -> JointParams:
     """The joint the sim backend steps inside the control loop (the ``sim.*`` registers, shared with sim-plant)."""
     return joint_params(reg)
 
 
-def envelope_from_registers(reg: ServoRegistry) -> Envelope:
+def envelope_from_registers(reg: RegisterReader) -> Envelope:
     """The envelope: ``servo.envelope.*`` where set, else derived (see the module docstring).
 
     :raises ConfigurationError: the drive cannot move the joint (no force beyond friction, or a zero limit).
@@ -83,7 +83,7 @@ def setpoint_floors(env: Envelope) -> Floors:
     return Floors(acceleration=k * env.acceleration, jerk=k * env.jerk, force=k * env.force)
 
 
-def loop_config(reg: ServoRegistry, notes: list[str] | None = None) -> LoopConfig:
+def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConfig:
     """The control loop's configuration from the registers; adjustments made for safety go into ``notes``.
 
     :raises ConfigurationError: see :func:`envelope_from_registers`.
@@ -144,10 +144,11 @@ def _stop_limit(value: float, envelope: float, what: str, notes: list[str]) -> f
     return min(max(value, lo), envelope) if math.isfinite(value) else envelope
 
 
-def drive_from_registers(reg: ServoRegistry, node: pycyphal.application.Node) -> Drive:
-    """The drive selected by ``servo.drive.backend``: the embedded joint, or a UDRAL drive on the bus."""
+def drive_from_registers(reg: RegisterReader, node: pycyphal.application.Node, port_prefix: str = "") -> Drive:
+    """The drive selected by ``servo.drive.backend``: the embedded joint, or a UDRAL drive on the bus (its ports
+    prefixed by ``port_prefix`` in a multi-axis node)."""
     if reg.text("servo.drive.backend") == "sim":
         return SimDrive(sim_joint_from_registers(reg))
     from .drive.cyphal import make_drive  # Imports the generated UDRAL types: only when this backend is used.
 
-    return make_drive(reg, node)
+    return make_drive(reg, node, port_prefix)

@@ -69,13 +69,27 @@ registers) has another number of values is refused (the old value stays), counte
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Protocol
+
+from pycyphal.application.register import ValueProxy
 
 from cyphal_common.joint_registers import JOINT_SPECS
 from cyphal_common.registers import RefusedWriteError as RefusedWriteError
 from cyphal_common.registers import RegisterSpec as RegisterSpec
 from cyphal_common.registers import ValidatingRegistry, anything, bit, choice, pair, real32, scalar, string
+
+RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
+"""Axis names that would collide with unprefixed register namespaces."""
+
+
+def _axis_list(v: ValueProxy) -> str | None:
+    words = [w for w in re.split(r"[\s,]+", v.value.string.value.tobytes().decode(errors="replace")) if w]
+    ok = all(re.fullmatch(r"[a-z][a-z0-9_]*", w) and w not in RESERVED_AXIS_NAMES for w in words)
+    return None if ok and len(set(words)) == len(words) else "must be distinct names [a-z][a-z0-9_]*, not reserved"
+
 
 PORTS: Mapping[str, str] = {
     "uavcan.sub.setpoint_servo": "zubax.telega.ServoCommand.1.0 (or a structural supertype, e.g. Real32)",
@@ -127,9 +141,28 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.following_error.time": RegisterSpec(real32(0.2), scalar(lambda x: 0 <= x <= 10, "in [0, 10] s")),
     "servo.stop.disengage_immediately": RegisterSpec(bit(False), anything),
     "servo.dynamics_rate": RegisterSpec(real32(50), scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
+    "servo.axes": RegisterSpec(string(""), _axis_list),
     **JOINT_SPECS,
 }
 """The application registers (see the module docstring for their meaning)."""
+
+
+class RegisterReader(Protocol):
+    """Typed reads of application registers by their plain names (a :class:`ServoRegistry`, or one axis's view)."""
+
+    def __getitem__(self, name: str, /) -> ValueProxy: ...
+    def real(self, name: str) -> float: ...
+    def reals(self, name: str) -> tuple[float, ...]: ...
+    def text(self, name: str) -> str: ...
+    def flag(self, name: str) -> bool: ...
+
+
+def spec_for(name: str) -> RegisterSpec | None:
+    """The spec of an application register, also under an axis prefix (``left.servo.profile.jerk``)."""
+    spec = SPECS.get(name)
+    if spec is None and "." in name:
+        spec = SPECS.get(name.split(".", 1)[1])
+    return spec
 
 
 class ServoRegistry(ValidatingRegistry):
@@ -148,6 +181,10 @@ class ServoRegistry(ValidatingRegistry):
     ) -> None:
         super().__init__(register_file, SPECS, environment_variables, on_refused)
         self.declare()
+
+    def spec_for(self, name: str) -> RegisterSpec | None:
+        """Also an axis's prefixed copy of an application register (``left.servo.profile.jerk``)."""
+        return spec_for(name)
 
     def close(self) -> None:
         """Kept open across node restarts; see :meth:`shutdown`."""

@@ -10,8 +10,11 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+
+from ..errors import ServoError
 
 DEMO_ENV = {
     "UAVCAN__UDP__IFACE": "127.0.0.1",
@@ -23,37 +26,49 @@ DEMO_ENV = {
 }
 """What ``servo-node demo`` sets unless the environment already does."""
 
+_logger = logging.getLogger(__name__)
+
 
 def _run(registry: str | None, env: dict[str, str], fresh_registry: bool = False) -> int:
+    """Serve until SIGINT/SIGTERM, then stop the joint safely and exit 0; a second signal exits at once (1).
+
+    A broken register file or an unusable register value is one line on stderr and exit code 2, no traceback.
+    """
     from cyphal_common import dsdl, registry_file
 
-    from ..errors import ConfigurationError
-
     dsdl.ensure_compiled()
+    from ..node import ServoNode  # Deferred: imports generated types, loads numba kernels.
 
-    try:  # A broken register file (or a bad register value) is one line on stderr and exit code 2, no traceback.
-        registry_file.prepare(registry, fresh=fresh_registry, program="servo-node")
-        from ..node import ServoNode  # Deferred: imports generated types, loads numba kernels.
-
+    async def serve() -> int:
         node = ServoNode(registry, env)
-    except ConfigurationError as ex:
-        print(f"servo-node: {ex}", file=sys.stderr)
-        return 2
+        main = asyncio.current_task()
+        assert main is not None
+        signals: list[int] = []
 
-    async def serve() -> None:
+        def on_signal(signum: int) -> None:
+            signals.append(signum)
+            if len(signals) == 1:
+                _logger.warning("%s: stopping the servo safely, then exiting", signal.Signals(signum).name)
+                node.request_close()
+            else:
+                _logger.warning("%s again: exiting without waiting for the stop", signal.Signals(signum).name)
+                main.cancel()
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal, signum)
         try:
             await node.run()
-        finally:
-            node.close()
+        except asyncio.CancelledError:
+            return 1
+        return 0
 
     try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
-    except ConfigurationError as ex:  # E.g. UAVCAN__NODE__ID=abc, found when the transport is made.
+        registry_file.prepare(registry, fresh=fresh_registry, program="servo-node")
+        return asyncio.run(serve())
+    except ServoError as ex:  # ConfigurationError: the register file, a register value, the transport.
         print(f"servo-node: {ex}", file=sys.stderr)
         return 2
-    return 0
 
 
 def _demo(registry: str) -> int:

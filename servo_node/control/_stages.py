@@ -9,9 +9,10 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 - **following error**: |p_ref − p| beyond ``K_FE_WINDOW`` for longer than ``K_FE_TIME`` is an error;
 - **the stop** (expiry, readiness loss, errors, close, restart): jerk-limited, at least as hard as ``K_STOP_A``/
   ``K_STOP_J`` (harder if the active command was), within the envelope, planned from the measured state when the
-  reference and the joint disagree beyond the window; then it holds the final position actively until the joint is
-  at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks) and only then removes the force. A stop that
-  does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive keeps braking.
+  reference and the joint disagree beyond the window; then it brakes the joint to zero velocity and holds it
+  actively until it is at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks), and only then removes the
+  force. A stop that does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive
+  keeps braking.
 """
 
 from __future__ import annotations
@@ -285,7 +286,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
 @njit(cache=True, nogil=True)
 def reference(now: float, A: LoopArrays) -> bool:
     """Sample the reference now and one period ahead into ``ref``; end a stop at rest. Returns True while the
-    stop's hold brakes with a zero-velocity command (at rest, or past the stop's bound)."""
+    stop's hold brakes with a zero-velocity command (from the end of the stop's plan until the joint is at rest)."""
     st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
     ref_next = ref[4:]
     braking = False
@@ -318,8 +319,8 @@ def reference(now: float, A: LoopArrays) -> bool:
             ):
                 st[L.ST_SETTLED] = t_m
         elif mode == L.MODE_STOP and t >= st[L.ST_STOP_PLANNED]:
-            # The reference is at rest; hold its final position until the joint is at rest too: once it is within
-            # the arrival tolerance (or slow enough), command zero velocity so it comes to rest exactly there.
+            # The reference is at rest: brake the joint to zero velocity where it is (it lags the reference by the
+            # tracking error) and hold it there until it is at rest, as a drive's quick stop does.
             fresh = m[L.M_FRESH] == 1.0
             at_rest = fresh and abs(m[L.M_V]) <= cfg[L.K_REST_VELOCITY]
             st[L.ST_REST_TICKS] = st[L.ST_REST_TICKS] + 1.0 if at_rest else 0.0
@@ -331,8 +332,7 @@ def reference(now: float, A: LoopArrays) -> bool:
             else:
                 if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND]:
                     _set_error(st, E_STOP_TIMEOUT)
-                near = fresh and abs(ref[0] - m[L.M_P]) <= cfg[L.K_ARRIVAL_TOLERANCE]
-                braking = at_rest or near or st[L.ST_ERROR] == E_STOP_TIMEOUT
+                braking = True
     if st[L.ST_ENGAGED] == 0.0:
         ref[0] = m[L.M_P]
         ref[1] = 0.0

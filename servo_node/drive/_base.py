@@ -56,3 +56,7 @@ class Drive(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no I/O by default
         """End I/O (if any); idempotent."""
+
+    async def stop(self) -> None:
+        """End I/O after telling the drive to stand by (call once the loop has disengaged); idempotent."""
+        self.close()

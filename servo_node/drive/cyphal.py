@@ -25,7 +25,7 @@ import reg.udral.service.common as common
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 from .._seqlock import begin_write, end_write, read_seqlocked
-from ..registers import ServoRegistry
+from ..registers import RegisterReader
 from . import _remote_link as link
 from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
 
@@ -38,16 +38,19 @@ class CyphalDrive(Drive):
 
     kind = DRIVE_REMOTE
 
-    def __init__(self, node: pycyphal.application.Node, kind: str, rate_hz: float) -> None:
+    def __init__(
+        self, node: pycyphal.application.Node, kind: str, rate_hz: float, port_prefix: str = ""
+    ) -> None:
+        """``port_prefix`` (``"left."``) names the ports of one axis of a multi-axis node."""
         self._rotational = kind == "rotational"
         self._period_s = 1.0 / rate_hz
         rx, tx, scratch = link.new_link()
         self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
         self._task: asyncio.Task[None] | None = None
-        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), "drive_setpoint")
-        self._pub_readiness = node.make_publisher(common.Readiness_0_1, "drive_readiness")
-        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), "drive_dynamics")
-        self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, "drive_feedback")
+        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), port_prefix + "drive_setpoint")
+        self._pub_readiness = node.make_publisher(common.Readiness_0_1, port_prefix + "drive_readiness")
+        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), port_prefix + "drive_dynamics")
+        self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, port_prefix + "drive_feedback")
         self.drive_readiness = -1
         """Readiness the drive last reported (−1: none yet)."""
         self.drive_health = -1
@@ -69,6 +72,20 @@ class CyphalDrive(Drive):
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+    async def stop(self) -> None:
+        """Stop publishing (cancel and await the task), then tell the drive STANDBY once; idempotent.
+
+        Call it after the loop has disengaged, so the drive is at rest when it is told to stand by.
+        """
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            try:
+                await self._pub_readiness.publish(common.Readiness_0_1(common.Readiness_0_1.STANDBY))
+            except pycyphal.transport.ResourceClosedError:
+                pass
 
     async def _on_dynamics(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
         p, v, a, f = read_dynamics(msg.value)
@@ -120,6 +137,6 @@ class CyphalDrive(Drive):
         end_write(rx)
 
 
-def make_drive(reg: ServoRegistry, node: pycyphal.application.Node) -> CyphalDrive:
+def make_drive(reg: RegisterReader, node: pycyphal.application.Node, port_prefix: str = "") -> CyphalDrive:
     """The remote drive for the ``udral`` backend, its ports resolved from the registers."""
-    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"))
+    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), port_prefix)

@@ -1,0 +1,435 @@
+"""One servo axis: its ports, arming gate, setpoint intake, control loop, drive, status registers and publications.
+
+An :class:`Axis` lives as long as one pycyphal node (the shell re-creates it on RESTART; its counters survive).
+Nothing here computes motion: setpoints are validated (:mod:`.intake`), gated (:mod:`.arming`) and handed to the
+:class:`~servo_node.control.ControlLoop`, which does all numerics in its own thread.
+
+State changes are edges: an error is reported once when the loop counts it, a state change is logged once, and
+an error holds while its cause persists (a silent drive, the very setpoint that was infeasible); the drive
+reporting again ends a drive error in STANDBY.
+
+Clocks: with ``loop_clock="real"`` the axis runs on ``time.monotonic``; with ``"simulated"`` the axis's time is
+the loop's simulated time, which only :meth:`Axis.advance` moves (deterministic tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pycyphal
+import pycyphal.application
+import zubax.physics.dynamics
+import zubax.service
+import zubax.service.actuator
+import zubax.telega
+from pycyphal.application.heartbeat_publisher import Health
+
+from .arming import ArmingGate, ServoState
+from .axis_registers import AxisNames, AxisRegisters
+from .config import drive_from_registers, loop_config, setpoint_floors
+from .control import ControlLoop, LoopConfig, LoopSample
+from .diagnostics import Diagnostics, Severity
+from .drive import Drive
+from .errors import ConfigurationError, ErrorCode, ServoError
+from .intake import Received, SetpointIntake, reception_time_s
+from .registers import ServoRegistry
+from .reports import (
+    AxisCounters,
+    counters_view,
+    dynamics_message,
+    feedback_message,
+    json_register,
+    motion_view,
+    status_message,
+    status_view,
+    text_register,
+)
+from .setpoint import Setpoint
+
+SUPERVISE_PERIOD_S = 0.01
+"""How often the gate's timeouts and the loop's faults are looked at [second]."""
+
+STOP_MARGIN_S = 0.5
+"""Slack of a safe stop's bound beyond the planned stop and the hold [second]."""
+
+_PUBLICATIONS: dict[str, Any] = {
+    "feedback": zubax.service.actuator.Feedback_1_0,
+    "status": zubax.service.actuator.Status_1_0,
+    "dynamics": zubax.physics.dynamics.DoF3rdTs_1_0,
+}
+
+_logger = logging.getLogger(__name__)
+
+
+class Axis:
+    """One servo on a node: construct (ports), ``await start()`` (loop, drive, tasks), ``await close()``.
+
+    :param node: the pycyphal node this axis's ports live on.
+    :param names: the axis's naming scheme (``AxisNames()``: the single, unprefixed axis).
+    :param counters: event counts that outlive this axis (kept by the shell across RESTART).
+    :param loop_clock: ``"real"`` or ``"simulated"`` (see the module docstring).
+    :param restarts: how many times the node restarted (for ``sys.counters``).
+    """
+
+    def __init__(
+        self,
+        node: pycyphal.application.Node,
+        registry: ServoRegistry,
+        names: AxisNames,
+        diagnostics: Diagnostics,
+        counters: AxisCounters,
+        loop_clock: str = "real",
+        restarts: Callable[[], int] = lambda: 0,
+        started_at_s: float | None = None,
+    ) -> None:
+        self.names = names
+        self.registers = AxisRegisters(registry, names)
+        self.registers.declare()
+        self.counters = counters
+        self.loop_clock = loop_clock
+        self._node = node
+        self._registry = registry
+        self._diag = diagnostics
+        self._restarts = restarts
+        self._started_at_s = time.monotonic() if started_at_s is None else started_at_s
+        self._intake = SetpointIntake(self.registers, counters, diagnostics)
+        self._setpoint_sub = _subscriber(node, zubax.telega.ServoCommand_1_0, names.port("setpoint_servo"))
+        self._readiness_sub = _subscriber(node, zubax.service.Readiness_1_0, names.port("readiness"))
+        self._pubs: dict[str, pycyphal.presentation.Publisher[Any]] = {}
+        for name, dtype in _PUBLICATIONS.items():
+            pub = _publisher(node, dtype, names.port(name))
+            if pub is not None:
+                self._pubs[name] = pub
+        self.gate = ArmingGate(self._readiness_sub is not None, self.registers.real("servo.deadman_timeout"))
+        notes: list[str] = []
+        self.fault = ""
+        """Why this axis cannot actuate at all (its configuration); empty when it can."""
+        try:
+            self.config: LoopConfig = loop_config(self.registers, notes)
+        except ConfigurationError as ex:
+            self.fault = str(ex)
+            self.config = LoopConfig()
+            self.gate.on_error(self.fault, ErrorCode.DRIVE_INCAPABLE)
+            notes.append(f"servo disabled: {self.fault}")
+        for note in notes:
+            diagnostics.report(f"{names.label}{note}")
+        self._intake.floors = setpoint_floors(self.config.envelope)
+        self._intake.fault = self.fault
+        self.registers.serve("sys.status", json_register(self.status))
+        self.registers.serve("sys.motion", json_register(self.motion))
+        self.registers.serve("sys.counters", json_register(self.counts))
+        self.registers.serve("sys.last_rejection", text_register(lambda: self.counters.last_rejection))
+        self._loop: ControlLoop | None = None
+        self._drive: Drive | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._closed = False
+        self._halting = False
+        self._setpoint: Setpoint | None = None
+        self._failed_setpoint: Setpoint | None = None
+        self._last_sample: LoopSample | None = None
+        self._seen_error_count = 0
+        self._state = self.gate.update(self.now())
+        self._feedback_due = asyncio.Event()
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def loop(self) -> ControlLoop:
+        """The control loop (exists from :meth:`start` on)."""
+        if self._loop is None:
+            raise ServoError(f"axis {self.names.axis!r} is not started")
+        return self._loop
+
+    @property
+    def moving(self) -> bool:
+        """True while the loop commands the drive (moving, holding, or stopping)."""
+        return self._loop is not None and self._loop.sample().engaged
+
+    async def start(self) -> None:
+        """Load the loop's kernels (off the event loop), start the loop, the drive link and the tasks; idempotent."""
+        if self._started or self._closed:
+            return
+        self._started = True
+        self._drive = drive_from_registers(self.registers, self._node, self.names.port(""))
+        # Loading (or compiling) the numba kernels takes a while; off the event loop, heartbeats keep going.
+        loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, self._drive)
+        self._loop = loop
+        if self._closed:  # Closed while the kernels loaded.
+            loop.close()
+            return
+        self._last_sample = loop.sample()
+        self._drive.start()
+        if self._setpoint_sub is not None:
+            self._setpoint_sub.receive_in_background(self._on_setpoint)
+        if self._readiness_sub is not None:
+            self._readiness_sub.receive_in_background(self._on_readiness)
+        self._tasks = [
+            asyncio.create_task(self._supervise_task(), name=f"{self.names.label}supervise"),
+            asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"),
+        ]
+
+    def _start_loop(self, drive: Drive) -> ControlLoop:
+        loop = ControlLoop(self.config, drive, clock=self.loop_clock)
+        loop.start()
+        return loop
+
+    async def safe_stop(self, reason: str) -> None:
+        """Bring the joint to rest before the axis goes away: no setpoint applies from now on, the loop makes its
+        jerk-limited stop (and holds until the drive is at rest), then the drive gets STANDBY.
+
+        Waits until the loop reports the joint disengaged, or the stop's bound passes (then the force is removed
+        and that is reported).
+        """
+        self._halting = True
+        self.gate.halt(f"stopping: {reason}")
+        loop = self._loop
+        if loop is None:
+            return
+        s = loop.sample()
+        if s.engaged:
+            issued_at_s = s.time_s
+            loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
+            deadline_s = math.nan  # Loop time; known once the loop has taken the stop.
+            wall_limit = time.monotonic() + 1.0 + STOP_MARGIN_S
+            while s.engaged:
+                await self._pass(SUPERVISE_PERIOD_S)
+                s = loop.sample()
+                if math.isnan(deadline_s) and s.time_s > issued_at_s:
+                    deadline_s = stop_deadline_s(s, self.config)
+                    wall_limit = time.monotonic() + (deadline_s - s.time_s) + STOP_MARGIN_S
+                late = s.time_s >= deadline_s or (self.loop_clock == "real" and time.monotonic() > wall_limit)
+                if s.engaged and late:
+                    self._diag.report(f"{self.names.label}safe stop: not at rest within its bound; force removed")
+                    loop.stop(immediate=True)
+                    await self._pass(SUPERVISE_PERIOD_S)
+                    break
+            _logger.info("%sSafe stop done at %.6g (v %.3g)", self.names.label, s.position, s.velocity)
+        if self._drive is not None:
+            await self._drive.stop()  # The loop is disengaged: STANDBY goes out to the drive.
+
+    async def close(self) -> None:
+        """Cancel and await the tasks, give the drive STANDBY, close the ports and the loop; idempotent.
+
+        Call :meth:`safe_stop` first unless the joint may coast (the loop disengages at once here).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._halting = True
+        tasks, self._tasks = self._tasks, []
+        self._feedback_due.set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._drive is not None:
+            await self._drive.stop()
+            self._drive = None
+        for port in (self._setpoint_sub, self._readiness_sub, *self._pubs.values()):
+            if port is not None:
+                port.close()
+        self._pubs.clear()
+        if self._loop is not None:
+            self._loop.close()
+
+    async def _pass(self, seconds: float) -> None:
+        """Let ``seconds`` of the axis's time pass (the simulated clock is advanced here)."""
+        if self.loop_clock == "simulated":
+            self.advance(seconds)
+            await asyncio.sleep(0)
+        else:
+            await asyncio.sleep(seconds)
+
+    def now(self) -> float:
+        """The axis's time [second]: ``time.monotonic``, or the loop's simulated time."""
+        if self.loop_clock == "simulated":
+            return self._loop.sample().time_s if self._loop is not None else 0.0
+        return time.monotonic()
+
+    def advance(self, seconds: float) -> None:
+        """Simulated clock only: run the loop for ``seconds``, supervising every :data:`SUPERVISE_PERIOD_S`."""
+        remaining = seconds
+        while remaining > 1e-9:
+            step = min(SUPERVISE_PERIOD_S, remaining)
+            self.loop.advance(step)
+            remaining -= step
+            self.supervise()
+
+    # ---------------------------------------------------------------- inputs
+
+    async def _on_setpoint(self, msg: zubax.telega.ServoCommand_1_0, meta: pycyphal.transport.TransferFrom) -> None:
+        received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
+        received = self._intake.accept(msg, received_at_s)
+        if received is not None:
+            self.apply(received)
+
+    async def _on_readiness(self, msg: zubax.service.Readiness_1_0, meta: pycyphal.transport.TransferFrom) -> None:
+        received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
+        self.gate.on_readiness(int(msg.value), received_at_s)
+
+    def apply(self, received: Received) -> bool:
+        """The one place where a setpoint commands the loop; returns True if it was applied (counted either way)."""
+        c = self.counters
+        if self._loop is None or self._halting:
+            c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
+            return False
+        state = self.gate.update(self.now())
+        if state is ServoState.ERROR and self._error_persists(received.setpoint):
+            c.setpoints_ignored_error += 1
+            return False
+        if not self.gate.on_setpoint(received.received_at_s):
+            c.setpoints_ignored_unarmed += 1
+            return False
+        c.setpoints_accepted += 1
+        sp = received.setpoint
+        # Every valid setpoint goes to the loop with its reception time (the loop's deadman counts from it); the
+        # loop re-plans only a different one (or after expiry, standby or an error).
+        if sp != self._setpoint:
+            self._failed_setpoint = None
+        self._setpoint = sp
+        self._loop.command(sp, received.received_at_s)
+        self._feedback_due.set()
+        return True
+
+    def _error_persists(self, sp: Setpoint) -> bool:
+        code = self.gate.error_code
+        if code is ErrorCode.DRIVE_LOST:
+            return self.loop.sample().error is ErrorCode.DRIVE_LOST  # The drive is still silent.
+        if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
+            return sp == self._failed_setpoint  # The very setpoint that failed: it would fail again.
+        return False
+
+    # ---------------------------------------------------------------- supervision
+
+    def supervise(self) -> LoopSample:
+        """Act on edges: a fault the loop counted, a drive that reports again, the gate's timeouts."""
+        loop = self.loop
+        now = self.now()
+        s = self._last_sample = loop.sample()
+        gate = self.gate
+        if s.error_count > self._seen_error_count:
+            self._seen_error_count = s.error_count
+            if s.error is not ErrorCode.NONE:
+                code = s.error
+                if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
+                    self._failed_setpoint = self._setpoint
+                gate.on_error(code.text, code)
+                self._diag.report(f"{self.names.label}servo error: {code.text}")
+                # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
+        elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
+            if gate.update(now) is ServoState.ERROR:
+                gate.on_recovered("the drive reports again; waiting for a setpoint")
+                self._diag.report(f"{self.names.label}drive feedback restored", Severity.INFO)
+        state = gate.update(now)
+        if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
+            loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
+        if state is not self._state:
+            _logger.info("%sServo %s -> %s: %s", self.names.label, self._state, state, gate.reason)
+            self._state = state
+            self._feedback_due.set()
+        return s
+
+    async def _supervise_task(self) -> None:
+        """Supervise every period; publish ``status`` at 1 Hz and ``dynamics`` at ``servo.dynamics_rate``."""
+        dyn_period = 1.0 / self.registers.real("servo.dynamics_rate")
+        next_at = next_status = next_dynamics = time.monotonic()
+        try:
+            while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
+                try:
+                    s = self.supervise()
+                    now = time.monotonic()
+                    if now >= next_status:
+                        next_status = max(next_status + 1.0, now)
+                        await self._publish("status", self._status_message(s))
+                    if now >= next_dynamics:
+                        next_dynamics = max(next_dynamics + dyn_period, now)
+                        await self._publish("dynamics", dynamics_message(s))
+                except pycyphal.transport.ResourceClosedError:
+                    raise
+                except Exception:  # A bug here must not end supervision: log it and keep going.
+                    _logger.exception("%sSupervision failed", self.names.label)
+                next_at = max(next_at + SUPERVISE_PERIOD_S, time.monotonic() - 1.0)
+                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+            pass
+
+    async def _feedback_task(self) -> None:
+        """``feedback`` right after each applied setpoint and state change, and at least once per second."""
+        try:
+            while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
+                try:
+                    await asyncio.wait_for(self._feedback_due.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                self._feedback_due.clear()
+                engaged = self.gate.update(self.now()) is ServoState.ENGAGED
+                msg = feedback_message(engaged, self.health(), self.loop.sample().demand_factor)
+                await self._publish("feedback", msg)
+        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+            pass
+
+    async def _publish(self, name: str, msg: Any) -> None:
+        pub = self._pubs.get(name)
+        if pub is not None:
+            await pub.publish(msg)
+
+    def _status_message(self, s: LoopSample) -> zubax.service.actuator.Status_1_0:
+        errors = self.counters.setpoints_rejected + self._registry.refused_writes + s.error_count
+        in_error = self.gate.update(self.now()) is ServoState.ERROR
+        return status_message(s, self.gate.error_code, in_error, errors)
+
+    # ---------------------------------------------------------------- views
+
+    def health(self) -> Health:
+        """WARNING in error, ADVISORY for a second after a rejected setpoint, else NOMINAL."""
+        if self.gate.update(self.now()) is ServoState.ERROR:
+            return Health.WARNING
+        if time.monotonic() - self.counters.last_rejection_at < 1.0:
+            return Health.ADVISORY
+        return Health.NOMINAL
+
+    def status(self) -> dict[str, Any]:
+        """``sys.status`` (see :func:`~servo_node.reports.status_view`)."""
+        g = self.gate
+        s = self._last_sample
+        expired_after_s = s.expired_after_s if s is not None and s.expired else g.expired_after_s
+        return status_view(g.update(self.now()), g.reason, g.error_code, self._setpoint, expired_after_s)
+
+    def motion(self) -> dict[str, Any]:
+        """``sys.motion`` (see :func:`~servo_node.reports.motion_view`)."""
+        loop = self._loop
+        if loop is None:
+            return motion_view(None, None, self.loop_clock)
+        return motion_view(loop.sample(), loop.link_stats(), self.loop_clock)
+
+    def counts(self) -> dict[str, Any]:
+        """``sys.counters`` (see :func:`~servo_node.reports.counters_view`)."""
+        loop_errors = self._last_sample.error_count if self._last_sample is not None else 0
+        uptime_s = time.monotonic() - self._started_at_s
+        return counters_view(self.counters, self._registry.refused_writes, self._restarts(), loop_errors, uptime_s)
+
+
+def stop_deadline_s(s: LoopSample, config: LoopConfig) -> float:
+    """Loop time by which a stop the loop has taken must have ended: the bound it fixed up front, and a margin."""
+    start_s = s.plan_start_s if math.isfinite(s.plan_start_s) else s.time_s
+    bound_s = s.stop_bound_s if math.isfinite(s.stop_bound_s) else config.stop_bound_s()
+    return max(start_s + bound_s, s.time_s) + STOP_MARGIN_S
+
+
+def _subscriber(node: pycyphal.application.Node, dtype: Any, name: str) -> pycyphal.presentation.Subscriber[Any] | None:
+    try:
+        return node.make_subscriber(dtype, name)
+    except pycyphal.application.PortNotConfiguredError:
+        return None
+
+
+def _publisher(node: pycyphal.application.Node, dtype: Any, name: str) -> pycyphal.presentation.Publisher[Any] | None:
+    try:
+        return node.make_publisher(dtype, name)
+    except pycyphal.application.PortNotConfiguredError:
+        return None

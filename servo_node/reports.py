@@ -1,0 +1,173 @@
+"""What an axis reports: the JSON register views (``sys.status``, ``sys.motion``, ``sys.counters``) and the messages
+``feedback``, ``status`` and ``dynamics``, built from a loop sample and the axis's state. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import zubax.physics.dynamics
+import zubax.physics.kinematics
+import zubax.service
+import zubax.service.actuator
+from pycyphal.application import register
+from pycyphal.application.heartbeat_publisher import Health
+
+from .arming import ServoState
+from .control import LinkStats, LoopSample
+from .errors import ErrorCode
+from .setpoint import Setpoint
+
+REGISTER_STRING_MAX = 255
+"""uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
+
+
+@dataclass
+class AxisCounters:
+    """Event counts of one axis since the process started (they survive RESTART)."""
+
+    setpoints_accepted: int = 0
+    setpoints_rejected: int = 0
+    setpoints_ignored_unarmed: int = 0
+    """Valid setpoints not applied: not armed, still initialising, or stopping for a close/RESTART."""
+    setpoints_ignored_error: int = 0
+    """Valid setpoints not applied because the error that stopped the servo persists."""
+    last_rejection: str = ""
+    last_rejection_at: float = -math.inf
+    """When [second, time.monotonic] the last setpoint was rejected."""
+
+
+def status_view(
+    state: ServoState, reason: str, error: ErrorCode, setpoint: Setpoint | None, expired_after_s: float
+) -> dict[str, Any]:
+    """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 256 bytes)."""
+    servo: dict[str, Any] = {"state": str(state), "error": int(error)}
+    if setpoint is not None:
+        servo.update(setpoint.summary())
+    if state is ServoState.EXPIRED:
+        servo["expired_after_s"] = round(expired_after_s, 4)
+    servo["reason"] = reason
+    doc = {"servo": servo}
+    while len(json.dumps(doc, separators=(",", ":")).encode()) > REGISTER_STRING_MAX and servo["reason"]:
+        servo["reason"] = servo["reason"][:-8]  # Shorten the words, never the numbers.
+    return doc
+
+
+def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -> dict[str, Any]:
+    """``sys.motion``: reference and measured state, the plan (``t0``: its start on the system clock, the clock of
+    the dynamics timestamps [second], µs resolution), the last stop, the link to a bus drive, engagement.
+
+    Kept within a register string: fewer digits first, then optional keys are dropped.
+    """
+    if s is None:
+        return {"engaged": False}
+    t0 = time.time() - time.monotonic() + s.plan_start_s if loop_clock == "real" else math.nan
+    doc: dict[str, Any] = {}
+    for digits in (7, 6, 5, 4, 3):
+        doc = {
+            "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration, digits=digits),
+            "meas": _g(s.position, s.velocity, s.acceleration, s.force, digits=digits),
+            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
+                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0)},
+            "settled": _g(s.settled_after_s, digits=digits)[0],
+            "track_max": _g(s.tracking_error_max, digits=min(digits, 4))[0],
+            "over": _g(s.overshoot, digits=3)[0],
+            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=digits),
+            "limited": s.limited,
+            "engaged": s.engaged,
+            "t": _g(s.time_s)[0],
+        }
+        if link is not None:
+            ms = (link.age_p50, link.age_max, link.delay_p50, link.delay_max)
+            doc["link"] = _g(*(1e3 * x for x in ms), digits=3)
+        if _fits(doc):
+            return doc
+    for key in ("t", "limited", "stop", "over", "settled"):
+        if _fits(doc):
+            break
+        doc.pop(key, None)
+    return doc
+
+
+def _fits(doc: dict[str, Any]) -> bool:
+    """True if the JSON of ``doc`` fits a register string."""
+    return len(json.dumps(doc, separators=(",", ":")).encode()) <= REGISTER_STRING_MAX
+
+
+def counters_view(
+    c: AxisCounters, refused_writes: int, restarts: int, loop_errors: int, uptime_s: float
+) -> dict[str, Any]:
+    """``sys.counters``: event counts since the process started."""
+    return {
+        "accepted": c.setpoints_accepted,
+        "rejected": c.setpoints_rejected,
+        "ignored_unarmed": c.setpoints_ignored_unarmed,
+        "ignored_error": c.setpoints_ignored_error,
+        "refused_writes": refused_writes,
+        "restarts": restarts,
+        "loop_errors": loop_errors,
+        "uptime_s": round(uptime_s, 1),
+    }
+
+
+def json_register(view: Callable[[], dict[str, Any]]) -> Callable[[], register.Value]:
+    """A read-only register getter serving ``view()`` as compact JSON."""
+
+    def get() -> register.Value:
+        text = json.dumps(view(), separators=(",", ":")).encode()[:REGISTER_STRING_MAX]
+        return register.Value(string=register.String(text))
+
+    return get
+
+
+def text_register(text: Callable[[], str]) -> Callable[[], register.Value]:
+    """A read-only register getter serving ``text()``."""
+    return lambda: register.Value(string=register.String(text().encode()[:REGISTER_STRING_MAX]))
+
+
+def feedback_message(engaged: bool, health: Health, demand_factor: float) -> zubax.service.actuator.Feedback_1_0:
+    """``feedback``: readiness (ENGAGED/STANDBY), health, and the demand factor [percent]."""
+    return zubax.service.actuator.Feedback_1_0(
+        heartbeat=zubax.service.Heartbeat_1_0(
+            readiness=zubax.service.Readiness_1_0(3 if engaged else 2),
+            health=zubax.service.Health_1_0(int(health)),
+        ),
+        demand_factor_pct=int(max(-128, min(127, round(demand_factor * 100)))),
+    )
+
+
+def status_message(
+    s: LoopSample, error: ErrorCode, in_error: bool, error_count: int
+) -> zubax.service.actuator.Status_1_0:
+    """``status``: error count and fault flags (temperatures unknown)."""
+    flags = zubax.service.actuator.FaultFlags_1_0(
+        overload=s.demand_factor >= 1.0,
+        mechanical=s.error in (ErrorCode.DRIVE_LOST, ErrorCode.FOLLOWING_ERROR, ErrorCode.STOP_TIMEOUT),
+        configuration=error in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE, ErrorCode.DRIVE_INCAPABLE),
+        other=in_error,
+    )
+    return zubax.service.actuator.Status_1_0(
+        motor_temperature=math.nan, controller_temperature=math.nan, error_count=error_count, fault_flags=flags
+    )
+
+
+def dynamics_message(s: LoopSample) -> zubax.physics.dynamics.DoF3rdTs_1_0:
+    """``dynamics``: measured position, velocity, acceleration and force, stamped with the wall clock [µs]."""
+    kin = zubax.physics.kinematics.DoF3rd_1_0(
+        base=zubax.physics.kinematics.DoF2nd_1_0(position=s.position, velocity=s.velocity),
+        acceleration=s.acceleration,
+    )
+    return zubax.physics.dynamics.DoF3rdTs_1_0(
+        timestamp=zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6)),
+        value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=s.force),
+    )
+
+
+def _g(*x: float, digits: int = 7) -> list[float | str]:
+    """Floats rounded to ``digits`` significant digits for compact JSON; non-finite as strings."""
+    return [float(f"{v:.{digits}g}") if math.isfinite(v) else str(v) for v in x]

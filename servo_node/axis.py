@@ -36,7 +36,7 @@ from .control import ControlLoop, LoopConfig, LoopSample
 from .diagnostics import Diagnostics, Severity
 from .drive import Drive
 from .errors import ConfigurationError, ErrorCode, ServoError
-from .intake import Received, SetpointIntake, reception_time_s
+from .intake import Received, SetpointIntake, SetpointPort, decode_setpoint, reception_time_s
 from .registers import ServoRegistry
 from .reports import (
     AxisCounters,
@@ -98,7 +98,11 @@ class Axis:
         self._restarts = restarts
         self._started_at_s = time.monotonic() if started_at_s is None else started_at_s
         self._intake = SetpointIntake(self.registers, counters, diagnostics)
-        self._setpoint_sub = _subscriber(node, zubax.telega.ServoCommand_1_0, names.port("setpoint_servo"))
+        try:
+            self._setpoint_port: SetpointPort | None = SetpointPort(node, names.port("setpoint_servo"))
+        except pycyphal.application.PortNotConfiguredError:
+            self._setpoint_port = None
+        self._collided = False
         self._readiness_sub = _subscriber(node, zubax.service.Readiness_1_0, names.port("readiness"))
         self._pubs: dict[str, pycyphal.presentation.Publisher[Any]] = {}
         for name, dtype in _PUBLICATIONS.items():
@@ -165,14 +169,14 @@ class Axis:
             return
         self._last_sample = loop.sample()
         self._drive.start()
-        if self._setpoint_sub is not None:
-            self._setpoint_sub.receive_in_background(self._on_setpoint)
         if self._readiness_sub is not None:
             self._readiness_sub.receive_in_background(self._on_readiness)
         self._tasks = [
             asyncio.create_task(self._supervise_task(), name=f"{self.names.label}supervise"),
             asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"),
         ]
+        if self._setpoint_port is not None:
+            self._tasks.append(asyncio.create_task(self._setpoint_task(), name=f"{self.names.label}setpoints"))
 
     def _start_loop(self, drive: Drive) -> ControlLoop:
         loop = ControlLoop(self.config, drive, clock=self.loop_clock)
@@ -230,7 +234,9 @@ class Axis:
         if self._drive is not None:
             await self._drive.stop()
             self._drive = None
-        for port in (self._setpoint_sub, self._readiness_sub, *self._pubs.values()):
+        if self._setpoint_port is not None:
+            self._setpoint_port.close()
+        for port in (self._readiness_sub, *self._pubs.values()):
             if port is not None:
                 port.close()
         self._pubs.clear()
@@ -262,11 +268,49 @@ class Axis:
 
     # ---------------------------------------------------------------- inputs
 
-    async def _on_setpoint(self, msg: zubax.telega.ServoCommand_1_0, meta: pycyphal.transport.TransferFrom) -> None:
-        received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
-        received = self._intake.accept(msg, received_at_s)
-        if received is not None:
-            self.apply(received)
+    async def _setpoint_task(self) -> None:
+        """Setpoints from the raw subject: what queued up is judged in order, only the newest valid one applied."""
+        port = self._setpoint_port
+        assert port is not None
+        try:
+            while not self._closed:
+                try:
+                    newest: Received | None = None
+                    for transfer in await port.receive(1.0):
+                        decoded = decode_setpoint(transfer, port.zero_padded)
+                        if isinstance(decoded, str):
+                            self.counters.setpoints_bad_payload += 1
+                            self._intake.reject(decoded)
+                            continue
+                        at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(transfer)
+                        newest = self._intake.accept(decoded, at_s) or newest
+                    if newest is not None:
+                        self.apply(newest)
+                    self._watch_publishers(port.publishers(time.monotonic()))
+                except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+                    raise
+                except Exception:  # A bug here must not end the intake: log it and keep going.
+                    _logger.exception("%sSetpoint intake failed", self.names.label)
+        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+            pass
+
+    def _watch_publishers(self, count: int) -> None:
+        """Publishers seen on the setpoint subject in the last second; more than one is a warning (on change)."""
+        before, self.counters.setpoint_publishers = self.counters.setpoint_publishers, count
+        if count > 1 and before <= 1:
+            self._diag.report(f"{self.names.label}{count} publishers on the setpoint subject: they fight each other")
+        elif count <= 1 < before:
+            self._diag.report(f"{self.names.label}one publisher on the setpoint subject again", Severity.INFO)
+
+    def set_collision(self, collided: bool) -> None:
+        """Another node uses our node-ID: stop and refuse setpoints until that is over (or the node restarts)."""
+        self._collided = collided
+        if collided:
+            self.gate.on_error("node-ID collision: another node uses this node-ID", ErrorCode.NODE_ID_COLLISION)
+            if self._loop is not None:
+                self._loop.stop()
+        elif self.gate.error_code is ErrorCode.NODE_ID_COLLISION:
+            self.gate.on_recovered("the node-ID collision is over; waiting for a setpoint")
 
     async def _on_readiness(self, msg: zubax.service.Readiness_1_0, meta: pycyphal.transport.TransferFrom) -> None:
         received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
@@ -279,7 +323,7 @@ class Axis:
             c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
             return False
         state = self.gate.update(self.now())
-        if state is ServoState.ERROR and self._error_persists(received.setpoint):
+        if self._collided or (state is ServoState.ERROR and self._error_persists(received.setpoint)):
             c.setpoints_ignored_error += 1
             return False
         if not self.gate.on_setpoint(received.received_at_s):

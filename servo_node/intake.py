@@ -7,16 +7,20 @@ join here, and so that the reception timestamp travels with the setpoint to wher
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
 import pycyphal
+import pycyphal.application
+import pycyphal.dsdl
 import zubax.telega
+from pycyphal.transport.can import CANTransport
 
 from .axis_registers import AxisRegisters
 from .diagnostics import Diagnostics
 from .reports import AxisCounters
-from .setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret
+from .setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payload_rejection
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,68 @@ class SetpointIntake:
         if reason != self._reported_rejection:
             self._reported_rejection = reason
             self._diag.report(f"{self._reg.names.label}setpoint rejected: {reason}")
+
+
+PUBLISHER_WINDOW_S = 1.0
+"""Publishers on the setpoint subject are counted over this window; more than one is a warning."""
+
+
+class SetpointPort:
+    """The setpoint subject below pycyphal's typed subscriber: raw transfers, so the payload size can be judged.
+
+    Only ServoCommand's structural supertypes are setpoints (:func:`~servo_node.setpoint.payload_rejection`);
+    what is queued is coalesced (only the newest valid setpoint is applied, so a flood costs no memory and never
+    delays the deadman, which counts from the reception timestamp); publishers are counted per source node-ID.
+    """
+
+    def __init__(self, node: pycyphal.application.Node, port_name: str) -> None:
+        """:raises pycyphal.application.PortNotConfiguredError: the subject is not configured (port off)."""
+        # pycyphal's own resolution (registers uavcan.sub.<name>.id/.type), as make_subscriber does (pinned 1.27).
+        subject_id = node._resolve_port(zubax.telega.ServoCommand_1_0, "sub", port_name)
+        extent = pycyphal.dsdl.get_extent_bytes(zubax.telega.ServoCommand_1_0)
+        transport = node.presentation.transport
+        self._session = transport.get_input_session(
+            pycyphal.transport.InputSessionSpecifier(pycyphal.transport.MessageDataSpecifier(subject_id), None),
+            pycyphal.transport.PayloadMetadata(extent),
+        )
+        self.zero_padded = _pads_with_zeros(transport)
+        self._last_seen: dict[int, float] = {}
+
+    async def receive(self, timeout_s: float) -> list[pycyphal.transport.TransferFrom]:
+        """Every transfer queued now, oldest first (waits up to ``timeout_s`` for the first)."""
+        loop = asyncio.get_running_loop()
+        first = await self._session.receive(loop.time() + timeout_s)
+        if first is None:
+            return []
+        batch = [first]
+        while (t := await self._session.receive(0.0)) is not None:
+            batch.append(t)
+        for t in batch:
+            if t.source_node_id is not None:
+                self._last_seen[t.source_node_id] = float(t.timestamp.monotonic)
+        return batch
+
+    def publishers(self, now_s: float) -> int:
+        """Distinct source node-IDs seen on the subject within :data:`PUBLISHER_WINDOW_S` of ``now_s``."""
+        return sum(1 for t in self._last_seen.values() if now_s - t <= PUBLISHER_WINDOW_S)
+
+    def close(self) -> None:
+        """Close the input session; idempotent."""
+        self._session.close()
+
+
+def decode_setpoint(
+    transfer: pycyphal.transport.TransferFrom, zero_padded: bool
+) -> zubax.telega.ServoCommand_1_0 | str:
+    """The ServoCommand in a raw transfer, or why it is none (a wrong size, or undecodable)."""
+    reason = payload_rejection(b"".join(transfer.fragmented_payload), zero_padded)
+    if reason is not None:
+        return reason
+    msg = pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, transfer.fragmented_payload)
+    return msg if msg is not None else "payload does not decode as a ServoCommand"
+
+
+def _pads_with_zeros(transport: pycyphal.transport.Transport) -> bool:
+    """CAN FD pads a frame to the next DLC size with zeros (a redundant transport: any CAN FD inferior)."""
+    inferiors = getattr(transport, "inferiors", None) or [transport]
+    return any(isinstance(t, CANTransport) and t.protocol_parameters.mtu > 8 for t in inferiors)

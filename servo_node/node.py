@@ -29,6 +29,7 @@ from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from .axis import Axis
 from .axis_registers import parse_axes
+from .collision import CollisionMonitor
 from .control import ControlLoop
 from .diagnostics import Diagnostics
 from .errors import ConfigurationError, ServoError
@@ -82,6 +83,7 @@ class ServoNode:
         self._started = False
         self._closed = False
         self._transfer_ids: tuple[int | None, dict[Any, Any]] | None = None
+        self._collision: CollisionMonitor | None = None
 
     # ---------------------------------------------------------------- public API
 
@@ -183,6 +185,8 @@ class ServoNode:
         self._node = node
         self._continue_transfer_ids(node)
         node.heartbeat_publisher.mode = Mode.INITIALIZATION
+        self._collision = CollisionMonitor(reg, node, self._on_collision)
+        self._collision.start()  # Tags our heartbeats: register before the health hook reads them.
         node.heartbeat_publisher.add_pre_heartbeat_handler(self._update_health)
         self.diagnostics.attach(node)
         node.get_server(uavcan.node.ExecuteCommand_1).serve_in_background(self._on_execute_command)
@@ -251,6 +255,9 @@ class ServoNode:
         for a in axes:
             await a.close()
         await self.diagnostics.detach()
+        if self._collision is not None:
+            self._collision.close()
+            self._collision = None
         node, self._node = self._node, None
         if node is not None:
             self._transfer_ids = (node.id, dict(node.presentation.output_transfer_id_map))
@@ -274,9 +281,23 @@ class ServoNode:
         return _Response(status=_Response.STATUS_SUCCESS)
 
     def _update_health(self) -> None:
-        """Right before each heartbeat: the worst health of the axes."""
+        """Right before each heartbeat: the worst health of the axes; WARNING (Cyphal's most severe health) while
+        another node uses our node-ID."""
         if self._node is not None:
-            self._node.heartbeat_publisher.health = max((a.health() for a in self._axes), default=Health.NOMINAL)
+            health = max((a.health() for a in self._axes), default=Health.NOMINAL)
+            if self._collision is not None and self._collision.update():
+                health = Health.WARNING
+            self._node.heartbeat_publisher.health = health
+
+    def _on_collision(self, collided: bool) -> None:
+        """Another node sends heartbeats with our node-ID (or stopped doing so): no axis actuates meanwhile."""
+        node_id = self._node.id if self._node is not None else None
+        if collided:
+            self.diagnostics.report(f"node-ID collision: another node sends heartbeats as node {node_id}; stopped")
+        else:
+            self.diagnostics.report(f"node-ID collision over: no foreign heartbeat as node {node_id} for a while")
+        for a in self._axes:
+            a.set_collision(collided)
 
     def _on_refused_write(self, name: str, reason: str) -> None:
         self.diagnostics.report(f"register write refused: {name} {reason}")

@@ -18,6 +18,8 @@ import zubax.service.actuator
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.transport import dropped_frames
+
 from .arming import ServoState
 from .control import LinkStats, LoopSample
 from .errors import ErrorCode
@@ -37,6 +39,10 @@ class AxisCounters:
     """Valid setpoints not applied: not armed, still initialising, or stopping for a close/RESTART."""
     setpoints_ignored_error: int = 0
     """Valid setpoints not applied because the error that stopped the servo persists."""
+    setpoints_bad_payload: int = 0
+    """Rejected setpoints that were no ServoCommand at all (a payload of another size, undecodable)."""
+    setpoint_publishers: int = 0
+    """Distinct publishers on the setpoint subject within the last second."""
     last_rejection: str = ""
     last_rejection_at: float = -math.inf
     """When [second, time.monotonic] the last setpoint was rejected."""
@@ -108,7 +114,10 @@ def counters_view(
         "rejected": c.setpoints_rejected,
         "ignored_unarmed": c.setpoints_ignored_unarmed,
         "ignored_error": c.setpoints_ignored_error,
+        "bad_payload": c.setpoints_bad_payload,
+        "publishers": c.setpoint_publishers,
         "refused_writes": refused_writes,
+        "dropped_frames": dropped_frames(),
         "restarts": restarts,
         "loop_errors": loop_errors,
         "uptime_s": round(uptime_s, 1),

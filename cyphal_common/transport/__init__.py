@@ -42,6 +42,7 @@ from ._factory import (
     udpmc_transport,
     yakut_transport_expression,
 )
+from ._reassembly_guard import dropped_frames
 from ._udp_multicast_media import DEFAULT_GROUP, DEFAULT_PORT, UDPMulticastMedia
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "UDPMC_PREFIX",
     "UDPMulticastMedia",
     "UdpmcIfaceError",
+    "dropped_frames",
     "make_transport",
     "parse_udpmc_iface",
     "udpmc_transport",

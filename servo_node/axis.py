@@ -379,26 +379,28 @@ class Axis:
         return s
 
     async def _supervise_task(self) -> None:
-        """Supervise every period; publish ``status`` at 1 Hz and ``dynamics`` at ``servo.dynamics_rate``."""
+        """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at
+        ``servo.dynamics_rate`` (up to its maximum: the task wakes for whichever is due first)."""
         dyn_period = 1.0 / self.registers.real("servo.dynamics_rate")
         next_at = next_status = next_dynamics = time.monotonic()
         try:
             while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
                 try:
-                    s = self.supervise()
                     now = time.monotonic()
+                    s = self.supervise() if now >= next_at else self.loop.sample()
+                    if now >= next_at:
+                        next_at = max(next_at + SUPERVISE_PERIOD_S, now - 1.0)
                     if now >= next_status:
                         next_status = max(next_status + 1.0, now)
                         await self._publish("status", self._status_message(s))
                     if now >= next_dynamics:
                         next_dynamics = max(next_dynamics + dyn_period, now)
-                        await self._publish("dynamics", dynamics_message(s))
+                        await self._publish("dynamics", dynamics_message(s, self.loop_clock == "real"))
                 except pycyphal.transport.ResourceClosedError:
                     raise
                 except Exception:  # A bug here must not end supervision: log it and keep going.
                     _logger.exception("%sSupervision failed", self.names.label)
-                next_at = max(next_at + SUPERVISE_PERIOD_S, time.monotonic() - 1.0)
-                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+                await asyncio.sleep(max(0.0, min(next_at, next_dynamics) - time.monotonic()))
         except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
             pass
 

@@ -165,14 +165,16 @@ def status_message(
     )
 
 
-def dynamics_message(s: LoopSample) -> zubax.physics.dynamics.DoF3rdTs_1_0:
-    """``dynamics``: measured position, velocity, acceleration and force, stamped with the wall clock [µs]."""
+def dynamics_message(s: LoopSample, real_clock: bool = True) -> zubax.physics.dynamics.DoF3rdTs_1_0:
+    """``dynamics``: measured position, velocity, acceleration and force, stamped [µs, system clock] with the
+    sample's own time (``real_clock``: the loop runs on the monotonic clock; else the time of publication)."""
+    stamp_s = time.time() - time.monotonic() + s.time_s if real_clock else time.time()
     kin = zubax.physics.kinematics.DoF3rd_1_0(
         base=zubax.physics.kinematics.DoF2nd_1_0(position=s.position, velocity=s.velocity),
         acceleration=s.acceleration,
     )
     return zubax.physics.dynamics.DoF3rdTs_1_0(
-        timestamp=zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6)),
+        timestamp=zubax.Timestamp_1_0(microsecond=int(stamp_s * 1e6)),
         value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=s.force),
     )
 

@@ -10,6 +10,9 @@ reporting again ends a drive error in STANDBY.
 
 Clocks: with ``loop_clock="real"`` the axis runs on ``time.monotonic``; with ``"simulated"`` the axis's time is
 the loop's simulated time, which only :meth:`Axis.advance` moves (deterministic tests).
+
+Why one module of ~480 lines: its parts (ports, intake task, supervision edges, safe stop) share the axis's
+state and lifecycle; the pure parts already live apart (:mod:`.intake`, :mod:`.reports`, :mod:`.arming`).
 """
 
 from __future__ import annotations

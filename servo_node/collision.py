@@ -26,6 +26,9 @@ from cyphal_common.transport import make_transport
 CLEAR_AFTER_S = 3.0
 """A collision is over when no foreign heartbeat with our node-ID came for this long (three heartbeat periods)."""
 
+_TRANSFER_ID_TIMEOUT_S = 1e-3
+"""Transfer-ID timeout of the listener's session [second] (see :meth:`CollisionMonitor.start`)."""
+
 _logger = logging.getLogger(__name__)
 
 
@@ -63,6 +66,10 @@ class CollisionMonitor:
         hb.vendor_specific_status_code = self._tag
         hb.add_pre_heartbeat_handler(self._remember_own)
         self._sub = self._presentation.make_subscriber_with_fixed_subject_id(uavcan.node.Heartbeat_1_0)
+        # Both nodes share one source node-ID, hence one transfer-ID sequence as far as any receiver can tell:
+        # with the usual 2 s transfer-ID timeout the node whose counter is behind would look like stale repeats
+        # and be dropped. Heartbeats are 1 s apart, so a 1 ms timeout lets every one of them through.
+        self._sub.transport_session.transfer_id_timeout = _TRANSFER_ID_TIMEOUT_S
         self._sub.receive_in_background(self._on_heartbeat)
 
     def close(self) -> None:

@@ -13,6 +13,9 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
   actively until it is at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks), and only then removes the
   force. A stop that does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive
   keeps braking.
+
+Why one module of ~440 lines: the stages share the loop's array layout and numba compiles them into one tick;
+splitting them would spread one data flow over files that must change together.
 """
 
 from __future__ import annotations

@@ -18,6 +18,9 @@ A move:
    duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. The recorded ``dynamics``
    give the straight-line deviation: the largest spread over time of the axes' normalised progress
    (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their timestamps.
+
+Why one module of ~500 lines: reading the axes, sending the burst, holding and measuring the arrival are one
+session's steps over the same pycyphal node; the synchronisation math lives apart (:mod:`._sync`).
 """
 
 from __future__ import annotations

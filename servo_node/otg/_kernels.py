@@ -2,6 +2,9 @@
 
 All hot functions take plain floats and a caller-owned float64 profile (see ``_profile``), never
 allocate, and can be called from other ``@njit(nogil=True)`` code (the control loop).
+
+Why one module of ~430 lines: the plan's entry points and their candidate selection inline into each other;
+the closed forms live in ``_families``, the brake in ``_brake``, the velocity interface in ``_velocity``.
 """
 
 from __future__ import annotations

@@ -142,7 +142,45 @@ def realtime(pid: int, priority: int = 10) -> bool:
     return ok
 
 
-class RegisterClient:
+class BusThread:
+    """A pycyphal presentation on its own asyncio loop in a thread, for observing the bus from a synchronous test.
+
+    Subclasses open ``self._presentation`` through :meth:`_run`; :meth:`close` closes it and ends the thread.
+    """
+
+    def __init__(self, name: str) -> None:
+        import asyncio
+        import threading
+
+        self._presentation: Any = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def close(self) -> None:
+        """Close the presentation, cancel what runs on the loop, and stop the thread."""
+        import asyncio
+
+        async def shutdown() -> None:
+            if self._presentation is not None:
+                self._presentation.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._run(shutdown())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+
+class RegisterClient(BusThread):
     """Reads registers of a node over the bus from inside the test process (pycyphal, no process per read).
 
     Polling with ``y r`` starts a Python process per read, which on a 2-core machine starves the very processes
@@ -150,19 +188,9 @@ class RegisterClient:
     """
 
     def __init__(self, env: Mapping[str, str], server_node_id: int, client_node_id: int = 127) -> None:
-        import asyncio
-        import threading
-
+        super().__init__("register-client")
         self._server = server_node_id
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="register-client", daemon=True)
-        self._thread.start()
         self._presentation, self._client = self._run(self._open(env, client_node_id))
-
-    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
-        import asyncio
-
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _open(self, env: Mapping[str, str], client_node_id: int) -> tuple[Any, Any]:
         import pycyphal.presentation
@@ -201,17 +229,3 @@ class RegisterClient:
         """A JSON register (``sys.*``), parsed."""
         return json.loads(self.read(name))
 
-    def close(self) -> None:
-        import asyncio
-
-        async def shutdown() -> None:
-            self._presentation.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self._run(shutdown())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()

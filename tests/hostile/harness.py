@@ -9,7 +9,6 @@ log can be searched for ``Traceback`` while the process runs.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import itertools
 import subprocess
@@ -20,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.procs import BIN, read_register, stop, wait_for
+from tests.procs import BIN, BusThread, read_register, stop, wait_for
 
 HEARTBEAT_GAP_LIMIT_S = 1.5
 """The product's promise: heartbeats at 1 Hz, never a gap above 1.5 s (the fuzzing invariant)."""
@@ -43,7 +42,7 @@ class DynamicsSample:
     velocity: float
 
 
-class BusObserver:
+class BusObserver(BusThread):
     """Heartbeats of one node and its ``dynamics`` subject, recorded from a pycyphal node in a thread."""
 
     def __init__(self, node_id: int, observer_node_id: int, dynamics_subject: int | None = None) -> None:
@@ -51,14 +50,9 @@ class BusObserver:
         self.heartbeats: list[float] = []
         self.dynamics: list[DynamicsSample] = []
         self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="bus-observer", daemon=True)
-        self._thread.start()
+        super().__init__("bus-observer")
         self._started = time.monotonic()
         self._presentation = self._run(self._open(observer_node_id, dynamics_subject))
-
-    def _run(self, coro: Any, timeout: float = 30.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _open(self, observer_node_id: int, dynamics_subject: int | None) -> Any:
         import pycyphal.presentation
@@ -118,20 +112,6 @@ class BusObserver:
         with self._lock:
             return [d for d in self.dynamics if d.t >= since]
 
-    def close(self) -> None:
-        """Close the pycyphal node and stop the thread."""
-
-        async def shutdown() -> None:
-            self._presentation.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self._run(shutdown())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
 
 
 @contextmanager

@@ -109,7 +109,7 @@ def _rss_kib(pid: int) -> int:
 
 
 async def _flood(seconds: float, env: dict[str, str]) -> tuple[int, float]:
-    """Publish setpoints as fast as possible for ``seconds``; return (count, monotonic time of the last one)."""
+    """Publish setpoints as fast as possible for ``seconds``; return (count, system-clock time of the last one)."""
     import pycyphal.application
     import zubax.physics.dynamics as dyn
     import zubax.physics.kinematics as kin
@@ -133,7 +133,7 @@ async def _flood(seconds: float, env: dict[str, str]) -> tuple[int, float]:
                 target=dyn.DoF2nd_1_0(kinematics=kin.DoF2nd_1_0(position=target, velocity=0.0), force=0.0)
             )
             await pub.publish(msg)
-            last = time.monotonic()
+            last = time.time()
             n += 1
             if n % 64 == 0:
                 await asyncio.sleep(0)
@@ -161,19 +161,28 @@ def flood(seconds: float) -> None:
             n, last = asyncio.run(_flood(seconds, env))
             time.sleep(2.0)
             rss1 = _rss_kib(proc.pid)
-            y_env = {**env, "UAVCAN__NODE__ID": str(CLIENT_ID)}
-            out = subprocess.run([str(bin_dir / "y"), "r", str(NODE_ID), "sys.status"], env=y_env,
-                                 capture_output=True, text=True, timeout=30).stdout  # fmt: skip
-            status = json.loads(json.loads(out))["servo"]
+            status: dict[str, object] = {}
+            answered = math.nan
+            for client in range(CLIENT_ID + 1, CLIENT_ID + 60):  # A fresh node-ID per try (no transfer-ID clash).
+                y_env = {**env, "UAVCAN__NODE__ID": str(client)}
+                out = subprocess.run([str(bin_dir / "y"), "r", str(NODE_ID), "sys.status"], env=y_env,
+                                     capture_output=True, text=True, timeout=30).stdout  # fmt: skip
+                reply = json.loads(out) if out.strip() else None
+                if reply:
+                    status = json.loads(reply)["servo"]
+                    answered = time.time() - last
+                    break
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-    expired_at = float(status.get("expired_at", math.nan))
+    expired_at = float(str(status.get("expired_at", math.nan)))
+
     deadman = 0.5
     print(f"\n2. Flood: one publisher for {seconds:g} s at a servo-node process (UDP 127.0.0.1)")
     print(f"{'setpoints sent':38} {n:10d}  ({n / seconds:.0f}/s)")
     late = expired_at - last - deadman
-    print(f"{'deadman lateness after the last sent':38} {late:10.4f} s  (state {status['state']})")
+    print(f"{'deadman lateness after the last sent':38} {late:10.4f} s  (state {status.get('state')})")
+    print(f"{'register answers again after':38} {answered:10.2f} s  after the last setpoint")
     print(f"{'RSS before → after':38} {rss0 / 1024:10.1f} → {rss1 / 1024:.1f} MiB")
 
 

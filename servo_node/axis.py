@@ -290,6 +290,7 @@ class Axis:
                     if newest is not None:
                         self.apply(newest)
                     self._watch_publishers(port.publishers(time.monotonic()))
+                    self.counters.setpoints_coalesced = port.coalesced
                 except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
                     raise
                 except Exception:  # A bug here must not end the intake: log it and keep going.
@@ -446,8 +447,12 @@ class Axis:
         """``sys.status`` (see :func:`~servo_node.reports.status_view`)."""
         g = self.gate
         s = self._last_sample
-        expired_after_s = s.expired_after_s if s is not None and s.expired else g.expired_after_s
-        return status_view(g.update(self.now()), g.reason, g.error_code, self._setpoint, expired_after_s)
+        expired = s is not None and s.expired
+        expired_after_s = s.expired_after_s if s is not None and expired else g.expired_after_s
+        expired_at_s = math.nan
+        if s is not None and expired and self.loop_clock == "real":
+            expired_at_s = time.time() - time.monotonic() + s.expired_at_s  # The loop's clock is time.monotonic.
+        return status_view(g.update(self.now()), g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)
 
     def motion(self) -> dict[str, Any]:
         """``sys.motion`` (see :func:`~servo_node.reports.motion_view`)."""

@@ -87,6 +87,9 @@ class SetpointIntake:
             self._diag.report(f"{self._reg.names.label}setpoint rejected: {reason}")
 
 
+BACKLOG_FRAMES = 16
+"""Queued setpoint frames kept when the node falls behind; older ones are dropped unseen (coalescing)."""
+
 PUBLISHER_WINDOW_S = 1.0
 """Publishers on the setpoint subject are counted over this window; more than one is a warning."""
 
@@ -111,6 +114,8 @@ class SetpointPort:
         )
         self.zero_padded = _pads_with_zeros(transport)
         self._last_seen: dict[int, float] = {}
+        self.coalesced = 0
+        """Queued frames dropped unseen because newer ones were behind them (a flood)."""
 
     async def receive(self, timeout_s: float) -> list[pycyphal.transport.TransferFrom]:
         """Every transfer queued now, oldest first (waits up to ``timeout_s`` for the first)."""
@@ -118,6 +123,7 @@ class SetpointPort:
         first = await self._session.receive(loop.time() + timeout_s)
         if first is None:
             return []
+        self.coalesced += self._trim_backlog()
         batch = [first]
         while (t := await self._session.receive(0.0)) is not None:
             batch.append(t)
@@ -125,6 +131,22 @@ class SetpointPort:
             if t.source_node_id is not None:
                 self._last_seen[t.source_node_id] = float(t.timestamp.monotonic)
         return batch
+
+    def _trim_backlog(self) -> int:
+        """Drop all but the newest :data:`BACKLOG_FRAMES` queued frames; returns how many were dropped.
+
+        A flood faster than the node decodes must neither grow memory nor delay the newest setpoint behind stale
+        ones (which the deadman would refuse anyway). pycyphal 1.27's UDP input session queues raw frames in
+        ``_frame_queue`` (the version is pinned for the reassembly guard); other transports are drained as they are.
+        """
+        queue = getattr(self._session, "_frame_queue", None)
+        if not isinstance(queue, asyncio.Queue):
+            return 0
+        dropped = 0
+        while queue.qsize() > BACKLOG_FRAMES:
+            queue.get_nowait()
+            dropped += 1
+        return dropped
 
     def publishers(self, now_s: float) -> int:
         """Distinct source node-IDs seen on the subject within :data:`PUBLISHER_WINDOW_S` of ``now_s``."""

@@ -41,6 +41,8 @@ class AxisCounters:
     """Valid setpoints not applied because the error that stopped the servo persists."""
     setpoints_bad_payload: int = 0
     """Rejected setpoints that were no ServoCommand at all (a payload of another size, undecodable)."""
+    setpoints_coalesced: int = 0
+    """Queued setpoint frames dropped unseen behind newer ones (a flood faster than the node decodes)."""
     setpoint_publishers: int = 0
     """Distinct publishers on the setpoint subject within the last second."""
     last_rejection: str = ""
@@ -49,14 +51,22 @@ class AxisCounters:
 
 
 def status_view(
-    state: ServoState, reason: str, error: ErrorCode, setpoint: Setpoint | None, expired_after_s: float
+    state: ServoState,
+    reason: str,
+    error: ErrorCode,
+    setpoint: Setpoint | None,
+    expired_after_s: float,
+    expired_at_s: float = math.nan,
 ) -> dict[str, Any]:
-    """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 256 bytes)."""
+    """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 256 bytes);
+    once expired, the last setpoint's age at expiry and the expiry's time on the system clock [second]."""
     servo: dict[str, Any] = {"state": str(state), "error": int(error)}
     if setpoint is not None:
         servo.update(setpoint.summary())
     if state is ServoState.EXPIRED:
         servo["expired_after_s"] = round(expired_after_s, 4)
+        if math.isfinite(expired_at_s):
+            servo["expired_at"] = round(expired_at_s, 4)
     servo["reason"] = reason
     doc = {"servo": servo}
     while len(json.dumps(doc, separators=(",", ":")).encode()) > REGISTER_STRING_MAX and servo["reason"]:
@@ -115,6 +125,7 @@ def counters_view(
         "ignored_unarmed": c.setpoints_ignored_unarmed,
         "ignored_error": c.setpoints_ignored_error,
         "bad_payload": c.setpoints_bad_payload,
+        "coalesced": c.setpoints_coalesced,
         "publishers": c.setpoint_publishers,
         "refused_writes": refused_writes,
         "dropped_frames": dropped_frames(),

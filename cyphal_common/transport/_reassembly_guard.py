@@ -48,13 +48,16 @@ from typing import Any
 
 from pycyphal.transport import Timestamp, TransferFrom
 from pycyphal.transport.commons.high_overhead_transport import Frame, TransferReassembler
+from pycyphal.transport.udp._session._input import PromiscuousUDPInputSession
 
 __all__ = [
     "CRC_BYTES",
+    "MAX_SOURCES_PER_SESSION",
     "MIN_FRAME_PAYLOAD_BYTES",
     "ReassemblyGuardError",
     "drop_counts",
     "dropped_frames",
+    "evicted_sources",
     "install",
     "installed",
     "max_frame_index",
@@ -71,8 +74,15 @@ MIN_FRAME_PAYLOAD_BYTES = 4
 _EXPECTED_PARAMETERS = ("self", "timestamp", "frame", "transfer_id_timeout")
 _MARK = "__servo_node_reassembly_guard__"
 
+MAX_SOURCES_PER_SESSION = 512
+"""Per-source reassembly state a UDP input session keeps; beyond it the oldest source's state is evicted.
+
+pycyphal keeps a reassembler (and an error-statistics entry) per source node-ID for ever, ~1 KiB each: spoofed
+sources (any of 65,535 on UDP, per subscribed port) grow memory without bound. A real bus has far fewer nodes; an
+evicted source loses only a transfer in progress and its duplicate filter (one repeated transfer may pass)."""
+
 _lock = threading.Lock()
-_counts = {"index": 0, "size": 0}
+_counts = {"index": 0, "size": 0, "evicted": 0}
 _next_warning = 1
 
 
@@ -86,12 +96,20 @@ def max_frame_index(extent_bytes: int) -> int:
 
 
 def dropped_frames() -> int:
-    """Frames dropped by the guard in this process since start (all reasons)."""
-    return sum(_counts.values())
+    """Frames dropped by the guard in this process since start (both reasons)."""
+    with _lock:
+        return _counts["index"] + _counts["size"]
+
+
+def evicted_sources() -> int:
+    """Per-source reassembly states evicted to keep UDP sessions within :data:`MAX_SOURCES_PER_SESSION`."""
+    with _lock:
+        return _counts["evicted"]
 
 
 def drop_counts() -> dict[str, int]:
-    """Drops by reason: ``index`` (frame index beyond the extent's bound), ``size`` (frame larger than extent+CRC)."""
+    """Drops by reason: ``index`` (frame index beyond the extent's bound), ``size`` (frame larger than extent+CRC);
+    and ``evicted`` per-source states."""
     with _lock:
         return dict(_counts)
 
@@ -130,7 +148,27 @@ def install() -> None:
         setattr(process_frame, _MARK, True)
         setattr(process_frame, "__wrapped_original__", original)  # noqa: B010  For the contract test.
         TransferReassembler.process_frame = process_frame  # type: ignore[method-assign]
+        _cap_sources()
         _logger.debug("Reassembly guard installed on %s", TransferReassembler)
+
+
+def _cap_sources() -> None:
+    """Bound the per-source state of UDP input sessions (:data:`MAX_SOURCES_PER_SESSION`, oldest out first)."""
+    original = PromiscuousUDPInputSession._get_reassembler
+
+    @functools.wraps(original)
+    def get_reassembler(self: PromiscuousUDPInputSession, source_node_id: int) -> TransferReassembler:
+        table = self._reassemblers
+        if source_node_id not in table and len(table) >= MAX_SOURCES_PER_SESSION:
+            stats = self._statistics.reassembly_errors_per_source_node_id
+            for old in list(table)[: len(table) - MAX_SOURCES_PER_SESSION + 1]:  # Insertion order: oldest first.
+                del table[old]
+                stats.pop(old, None)  # type: ignore[arg-type]
+                with _lock:
+                    _counts["evicted"] += 1
+        return original(self, source_node_id)
+
+    PromiscuousUDPInputSession._get_reassembler = get_reassembler  # type: ignore[method-assign]
 
 
 def _check_contract(original: Callable[..., Any]) -> None:
@@ -139,6 +177,11 @@ def _check_contract(original: Callable[..., Any]) -> None:
     if params != _EXPECTED_PARAMETERS:
         raise ReassemblyGuardError(
             f"pycyphal TransferReassembler.process_frame{params} is not the 1.27 signature {_EXPECTED_PARAMETERS}; "
+            "the reassembly guard must be revised (cyphal_common/transport/_reassembly_guard.py)"
+        )
+    if not callable(getattr(PromiscuousUDPInputSession, "_get_reassembler", None)):
+        raise ReassemblyGuardError(
+            "pycyphal PromiscuousUDPInputSession has no _get_reassembler; "
             "the reassembly guard must be revised (cyphal_common/transport/_reassembly_guard.py)"
         )
     probe = TransferReassembler(source_node_id=1, extent_bytes=123, on_error_callback=lambda _: None)
@@ -154,7 +197,7 @@ def _drop(reason: str, reassembler: TransferReassembler, frame: Frame) -> None:
     global _next_warning
     with _lock:
         _counts[reason] += 1
-        total = sum(_counts.values())
+        total = _counts["index"] + _counts["size"]
         warn = total >= _next_warning
         if warn:
             _next_warning = total * 10

@@ -144,3 +144,27 @@ def test_wire_helper_matches_pycyphal() -> None:
     assert svc.data_specifier == pycyphal.transport.ServiceDataSpecifier(
         384, pycyphal.transport.ServiceDataSpecifier.Role.REQUEST
     )
+
+
+async def test_per_source_state_is_bounded() -> None:
+    """Spoofed source node-IDs cannot grow a UDP session's per-source state beyond the cap (oldest evicted)."""
+    import pycyphal.transport
+    from pycyphal.transport.udp import UDPTransport
+
+    guard.install()
+    transport = UDPTransport("127.0.0.1", local_node_id=None)
+    try:
+        session = transport.get_input_session(
+            pycyphal.transport.InputSessionSpecifier(pycyphal.transport.MessageDataSpecifier(3733), None),
+            pycyphal.transport.PayloadMetadata(63),
+        )
+        before = guard.evicted_sources()
+        n = guard.MAX_SOURCES_PER_SESSION + 300
+        for source in range(n):
+            session._get_reassembler(source)  # What every frame from a new source does.
+        assert len(session._reassemblers) == guard.MAX_SOURCES_PER_SESSION
+        assert guard.evicted_sources() == before + 300
+        assert set(session._reassemblers) == set(range(300, n))  # The newest stay.
+        assert len(session.sample_statistics().reassembly_errors_per_source_node_id) <= guard.MAX_SOURCES_PER_SESSION
+    finally:
+        transport.close()

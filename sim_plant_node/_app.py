@@ -197,7 +197,8 @@ class SimPlantNode:
                 self._plant.apply(self._command)
             _logger.info("ENGAGED")
         elif not engaged and self._engaged:
-            if fresh:  # The controller asked for STANDBY/SLEEP: its decision, motor off now.
+            if fresh or self._readiness != common.Readiness_0_1.ENGAGED:
+                # The controller's last word was STANDBY/SLEEP (however long ago): its decision, motor off now.
                 self._plant.passive()
                 _logger.info("Disengaged (readiness)")
             else:  # The controller is gone: bring the joint to rest before letting go.

@@ -35,7 +35,7 @@ from pycyphal.application.heartbeat_publisher import Health
 from .arming import ArmingGate, ServoState
 from .axis_registers import AxisNames, AxisRegisters
 from .config import drive_from_registers, loop_config, setpoint_floors
-from .control import ControlLoop, LoopConfig, LoopSample
+from .control import ControlLoop, ControlThread, LoopConfig, LoopSample
 from .diagnostics import Diagnostics, Severity
 from .drive import Drive
 from .errors import ConfigurationError, ErrorCode, ServoError
@@ -77,6 +77,8 @@ class Axis:
     :param counters: event counts that outlive this axis (kept by the shell across RESTART).
     :param loop_clock: ``"real"`` or ``"simulated"`` (see the module docstring).
     :param restarts: how many times the node restarted (for ``sys.counters``).
+    :param control_thread: the thread that ticks this axis's loop with the node's other axes (real clock; None:
+        a thread of its own).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class Axis:
         loop_clock: str = "real",
         restarts: Callable[[], int] = lambda: 0,
         started_at_s: float | None = None,
+        control_thread: ControlThread | None = None,
     ) -> None:
         self.names = names
+        self._control_thread = control_thread
         self.registers = AxisRegisters(registry, names)
         self.registers.declare()
         self.counters = counters
@@ -183,7 +187,7 @@ class Axis:
 
     def _start_loop(self, drive: Drive) -> ControlLoop:
         loop = ControlLoop(self.config, drive, clock=self.loop_clock)
-        loop.start()
+        loop.start(self._control_thread)
         return loop
 
     async def safe_stop(self, reason: str) -> None:

@@ -30,7 +30,7 @@ from pycyphal.application.heartbeat_publisher import Health, Mode
 from .axis import Axis
 from .axis_registers import parse_axes
 from .collision import CollisionMonitor
-from .control import ControlLoop
+from .control import ControlLoop, ControlThread
 from .diagnostics import Diagnostics
 from .errors import ConfigurationError, ServoError
 from .registers import ServoRegistry
@@ -74,6 +74,7 @@ class ServoNode:
         self._started_at_s = time.monotonic()
         self._node: pycyphal.application.Node | None = None
         self._axes: list[Axis] = []
+        self._control_thread: ControlThread | None = None
         self._lifecycle = asyncio.Lock()
         self._command_due = asyncio.Event()
         self._pending_command: int | None = None
@@ -105,6 +106,12 @@ class ServoNode:
             if a.names.axis == name:
                 return a
         raise KeyError(f"no axis {name!r}")
+
+    @property
+    def control_thread(self) -> ControlThread | None:
+        """The one real-time thread that ticks every axis's loop (None before start, or on the simulated clock)."""
+        t = self._control_thread
+        return t if t is not None and t.loops else None
 
     @property
     def loop(self) -> ControlLoop:
@@ -188,6 +195,7 @@ class ServoNode:
         self._collision = CollisionMonitor(reg, node, self._on_collision)
         self._collision.start()  # Tags our heartbeats: register before the health hook reads them.
         node.heartbeat_publisher.add_pre_heartbeat_handler(self._update_health)
+        self._control_thread = ControlThread()  # One real-time thread ticks every axis of this node.
         self.diagnostics.attach(node)
         node.get_server(uavcan.node.ExecuteCommand_1).serve_in_background(self._on_execute_command)
         self._axes = [
@@ -200,6 +208,7 @@ class ServoNode:
                 self.loop_clock,
                 restarts=lambda: self.restarts,
                 started_at_s=self._started_at_s,
+                control_thread=self._control_thread,
             )
             for names in axis_names
         ]
@@ -254,6 +263,9 @@ class ServoNode:
         axes, self._axes = self._axes, []
         for a in axes:
             await a.close()
+        if self._control_thread is not None:
+            self._control_thread.close()
+            self._control_thread = None
         await self.diagnostics.detach()
         if self._collision is not None:
             self._collision.close()

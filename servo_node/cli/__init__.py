@@ -103,7 +103,7 @@ def _warmup() -> int:
     dsdl.ensure_compiled()
     from sim_plant import Joint, JointParams
 
-    from ..control import ControlLoop, LoopConfig
+    from ..control import ControlLoop, ControlThread, LoopConfig
     from ..drive import SimDrive
     from ..otg import plan
     from ..setpoint import ProfileLimits, Setpoint
@@ -116,10 +116,14 @@ def _warmup() -> int:
         loop.command(Setpoint(1.0, 0.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 1.0), 1.0))
         loop.advance(0.01)
         loop.close()
-    # The real-time runner too; one compilation serves every drive (they share one array type).
-    loop = ControlLoop(LoopConfig(), SimDrive(JointParams()), clock="real")
-    loop.start()
-    loop.close()
+    # The real-time runner too, for one axis and for a two-axis node (one compilation per number of axes serves
+    # every drive: they share one array type).
+    thread = ControlThread()
+    loops = [ControlLoop(LoopConfig(), SimDrive(JointParams()), clock="real") for _ in range(2)]
+    for loop in loops:
+        loop.start(thread)
+    for loop in loops:
+        loop.close()
     print(f"caches warm ({time.monotonic() - t0:.1f} s)")
     return 0
 

@@ -62,26 +62,38 @@ def run_simulated(ticks: int, start_s: float, A: LoopArrays) -> float:
 
 
 @njit(cache=True, nogil=True)
-def run_realtime(A: LoopArrays, timing: np.ndarray, timespec: np.ndarray) -> None:
-    """Tick at the configured period against CLOCK_MONOTONIC until ``cmd[C_QUIT]`` is set.
+def run_realtime(group: tuple[LoopArrays, ...], ctl: np.ndarray, timing: np.ndarray, timespec: np.ndarray) -> None:
+    """Tick every loop of ``group`` at its own period against CLOCK_MONOTONIC until ``ctl[L.CTL_QUIT]`` is set.
 
-    Deadlines are absolute (no drift); after an overrun the schedule restarts from now instead of bursting.
-    Each tick's start lateness [second] goes into the ``timing`` ring for measurement.
+    One thread for all the axes of a node: loops with the same period tick back to back after one wake-up.
+    Deadlines are absolute (no drift); after an overrun a loop's schedule restarts from now instead of bursting.
+    Each wake-up's lateness [second] goes into the ``timing`` ring for measurement. ``ctl[L.CTL_QUIT]`` already set
+    returns at once (how a new group size is compiled before the running thread is replaced).
     """
-    cmd, cfg = A.cmd, A.cfg
-    period_ns = int(cfg[L.K_PERIOD] * 1e9)
-    next_ns = monotonic_ns(timespec)
-    stepped_now = next_ns * 1e-9
-    stepped = cfg[L.K_STEPPED] != 0.0
+    n = len(group)
+    next_ns = np.empty(n, np.int64)  # Once per run, not per tick.
+    stepped_now = np.empty(n)
+    start_ns = monotonic_ns(timespec)
+    for k in range(n):
+        next_ns[k] = start_ns
+        stepped_now[k] = start_ns * 1e-9
     ring = L.TIMING_RING
-    while cmd[L.C_QUIT] == 0.0:
-        sleep_until_ns(next_ns, timespec)
+    while ctl[L.CTL_QUIT] == 0.0:
+        due_ns = next_ns.min()
+        sleep_until_ns(due_ns, timespec)
         now_ns = monotonic_ns(timespec)
-        n = int(timing[ring])
-        timing[n % ring] = (now_ns - next_ns) * 1e-9
-        timing[ring] = n + 1
-        stepped_now += cfg[L.K_PERIOD]
-        tick(stepped_now if stepped else now_ns * 1e-9, A)
-        next_ns += period_ns
-        if not stepped and now_ns - next_ns > period_ns:
-            next_ns = now_ns + period_ns
+        m = int(timing[ring])
+        timing[m % ring] = (now_ns - due_ns) * 1e-9
+        timing[ring] = m + 1
+        for k in range(n):
+            if next_ns[k] > now_ns:
+                continue
+            A = group[k]
+            period = A.cfg[L.K_PERIOD]
+            period_ns = int(period * 1e9)
+            stepped = A.cfg[L.K_STEPPED] != 0.0
+            stepped_now[k] += period
+            tick(stepped_now[k] if stepped else now_ns * 1e-9, A)
+            next_ns[k] += period_ns
+            if not stepped and now_ns - next_ns[k] > period_ns:
+                next_ns[k] = now_ns + period_ns

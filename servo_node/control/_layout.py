@@ -26,8 +26,7 @@ C_AMAX = 7
 C_JMAX = 8
 C_FLIM = 9  # force/torque limit
 C_RX_T = 10  # reception time of the setpoint [second, loop clock]; the deadman counts from it
-C_QUIT = 11  # nonzero ends the real-time loop
-N_CMD = 12
+N_CMD = 11
 
 MODE_IDLE = 0.0
 MODE_POSITION = 1.0
@@ -188,6 +187,10 @@ SENDS_N = 256
 SEND_T = 0
 SEND_V = 1
 SEND_F = 2
+
+# ---- ctl: the control thread's (control._thread), shared by every loop it ticks
+CTL_QUIT = 0  # nonzero ends the thread
+N_CTL = 1
 
 # ---- timing: ring of period errors for measurement
 TIMING_RING = 1 << 16

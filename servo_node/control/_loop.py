@@ -1,16 +1,14 @@
-"""The control loop as an object: shared arrays, the real-time thread, and a typed view for the node.
+"""The control loop as an object: shared arrays, the command interface, and a typed view for the node.
 
-The numerical loop (:mod:`._kernel`) runs in its own thread without the GIL; this class only writes commands
-into the seqlocked ``cmd`` array and reads samples from ``out``. With ``clock="simulated"`` no thread runs and
+The numerical loop (:mod:`._kernel`) is ticked by a GIL-free :class:`~._thread.ControlThread` (its own, or one
+shared by every axis of a node); this class only writes commands into the seqlocked ``cmd`` array and reads
+samples from ``out``. With ``clock="simulated"`` no thread runs and
 the caller advances loop time explicitly (:meth:`advance`), which makes timing-dependent tests deterministic.
 """
 
 from __future__ import annotations
 
-import ctypes
-import logging
 import math
-import os
 import threading
 import time
 from dataclasses import dataclass
@@ -23,8 +21,9 @@ from ..errors import ErrorCode
 from ..otg import PROFILE_SIZE
 from ..setpoint import Setpoint
 from . import _layout as L
-from ._kernel import run_realtime, run_simulated, tick
+from ._kernel import run_simulated, tick
 from ._layout import LoopArrays, new_loop_arrays
+from ._thread import ControlThread
 
 
 @dataclass(frozen=True)
@@ -222,42 +221,41 @@ class ControlLoop:
         self.cmd = self.arrays.cmd
         self.cfg = self.arrays.cfg
         self.out = self.arrays.out
-        self.timing = np.zeros(L.TIMING_RING + 1)
-        self._timespec = np.zeros(2, dtype=np.int64)
         self._sim_now = 0.0
-        self._thread: threading.Thread | None = None
+        self._started = False
+        self._thread: ControlThread | None = None
+        self._own_thread = False
         self._cmd_lock = threading.Lock()
 
-    def start(self) -> None:
-        """Compile or load the kernels (first call), take one tick, and start the thread (real clock)."""
-        if self._thread is not None:
+    def start(self, thread: ControlThread | None = None) -> None:
+        """Compile or load the kernels (first call), take one tick, and have ``thread`` tick the loop from now on
+        (real clock; None: a thread of its own). Idempotent."""
+        if self._started:
             return
+        self._started = True
         if self.clock == "real":
             tick(time.monotonic(), self.arrays)
-            self._thread = threading.Thread(target=self._realtime_thread, name="control-loop", daemon=True)
-            self._thread.start()
+            self._own_thread = thread is None
+            self._thread = ControlThread() if thread is None else thread
+            self._thread.attach(self)
         else:
             tick(self._sim_now, self.arrays)
 
-    def _realtime_thread(self) -> None:
-        """Thread body: ask the OS for a tight timer and, if configured, real-time priority; then run the kernel."""
-        _tighten_timer_slack()
-        if self.config.realtime_priority > 0:
-            try:
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(self.config.realtime_priority))
-            except OSError as ex:  # Not permitted (no CAP_SYS_NICE / rtprio limit): run with normal priority.
-                _logger.warning("Control loop: SCHED_FIFO %d not permitted (%s)", self.config.realtime_priority, ex)
-        run_realtime(self.arrays, self.timing, self._timespec)
-
     def close(self) -> None:
-        """Release the drive and end the thread; idempotent. Stop safely first (:meth:`stop`, then wait for rest)."""
+        """Release the drive and stop ticking; idempotent. Stop safely first (:meth:`stop`, then wait for rest)."""
         self._write(L.MODE_DISENGAGE, None, math.nan)
-        self.cmd[L.C_QUIT] = 1.0
         if self._thread is not None:
-            self._thread.join(timeout=5.0)
+            self._thread.detach(self)
+            if self._own_thread:
+                self._thread.close()
             self._thread = None
-        elif self.clock == "simulated":
+        elif self.clock == "simulated" and self._started:
             self.advance(2 * self.cfg[L.K_PERIOD])
+
+    @property
+    def timing(self) -> np.ndarray:
+        """The ticking thread's ring of wake-up lateness (real clock; empty otherwise); see :meth:`period_errors`."""
+        return self._thread.timing if self._thread is not None else np.zeros(L.TIMING_RING + 1)
 
     def command(self, sp: Setpoint, received_at_s: float | None = None) -> None:
         """Follow a setpoint received at ``received_at_s`` (loop clock; None: when the loop takes it).
@@ -365,24 +363,5 @@ class ControlLoop:
         )
 
     def period_errors(self) -> np.ndarray:
-        """Tick start lateness [second] of the most recent ticks (real clock), oldest first."""
-        n = int(self.timing[L.TIMING_RING])
-        ring = L.TIMING_RING
-        if n <= ring:
-            return self.timing[:n].copy()
-        k = n % ring
-        return np.concatenate((self.timing[k:ring], self.timing[:k]))
-
-
-def _tighten_timer_slack() -> None:
-    """Linux delays timer wake-ups by up to 50 µs by default to batch them; 1 ns keeps the loop on time."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_TIMERSLACK, ctypes.c_ulong(1), 0, 0, 0)
-    except (OSError, AttributeError):  # Not Linux: nothing to tighten.
-        pass
-
-
-_PR_SET_TIMERSLACK = 29
-
-_logger = logging.getLogger(__name__)
+        """Wake-up lateness [second] of the ticking thread's most recent ticks (real clock), oldest first."""
+        return self._thread.period_errors() if self._thread is not None else np.zeros(0)

@@ -29,6 +29,9 @@ from ..registers import RegisterReader
 from . import _remote_link as link
 from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
 
+STALE_WINDOW_S = 10.0
+"""A measurement stamped up to this much older than the newest one taken is a stale duplicate [second]."""
+
 
 class CyphalDrive(Drive):
     """Publishes the loop's drive command and feeds the drive's measured state back into the loop.
@@ -51,6 +54,8 @@ class CyphalDrive(Drive):
         self._pub_readiness = node.make_publisher(common.Readiness_0_1, port_prefix + "drive_readiness")
         self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), port_prefix + "drive_dynamics")
         self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, port_prefix + "drive_feedback")
+        self.stale_measurements = 0
+        """Measurements dropped because their timestamp was not newer than the latest one taken."""
         self.drive_readiness = -1
         """Readiness the drive last reported (−1: none yet)."""
         self.drive_health = -1
@@ -88,15 +93,22 @@ class CyphalDrive(Drive):
                 pass
 
     async def _on_dynamics(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
-        p, v, a, f = read_dynamics(msg.value)
+        stamp = int(msg.timestamp.microsecond) * 1e-6  # The drive's clock (0: unknown).
         rx = self._arrays.rx
+        if stamp > 0.0 and 0.0 <= rx[link.RX_STAMP] - stamp <= STALE_WINDOW_S:
+            # Not newer than what we have: a late duplicate (a redundant interface, or one accepted again after
+            # the transfer-ID timeout) must never make a silent drive look alive. A stamp much older than the
+            # newest is a drive that restarted with its clock: taken.
+            self.stale_measurements += 1
+            return
+        p, v, a, f = read_dynamics(msg.value)
         begin_write(rx)
         rx[link.RX_P] = p
         rx[link.RX_V] = v
         rx[link.RX_A] = a if math.isfinite(a) else 0.0
         rx[link.RX_F] = f if math.isfinite(f) else 0.0
         rx[link.RX_T] = float(meta.timestamp.monotonic)
-        rx[link.RX_STAMP] = int(msg.timestamp.microsecond) * 1e-6  # The drive's clock (0: unknown).
+        rx[link.RX_STAMP] = stamp
         rx[link.RX_COUNT] += 1.0
         end_write(rx)
 

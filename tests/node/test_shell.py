@@ -231,6 +231,27 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
     diag.close()
 
 
+async def test_a_stale_duplicate_never_revives_a_silent_drive(client: Client) -> None:
+    """A measurement no newer than the last one taken (a late duplicate) is dropped and counted."""
+    drive_ports = {"UAVCAN__PUB__DRIVE_SETPOINT__ID": "40", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "42"}
+    node = ServoNode(None, servo_env(SERVO__DRIVE__BACKEND="udral", **drive_ports), loop_clock="simulated")
+    async with node:
+        axis = node.axis()
+        drive = client.node.make_publisher(rot.PlanarTs_0_1, 42)
+        await drive.publish(make_dynamics_ts(True, 5_000_000, 0.0, 0.0, 0.0, 0.0))
+        await until(lambda: axis.loop.drive.arrays.rx[RX_COUNT] == 1.0, "the drive feedback to arrive")
+        axis.advance(0.6)  # Then silent longer than servo.drive.feedback_timeout.
+        assert axis.status()["servo"]["state"] == "error"
+        await drive.publish(make_dynamics_ts(True, 5_000_000, 0.0, 0.0, 0.0, 0.0))  # The same sample again.
+        await until(lambda: axis.loop.drive.stale_measurements == 1, "the duplicate to be dropped")
+        axis.advance(0.02)
+        assert axis.loop.drive.arrays.rx[RX_COUNT] == 1.0 and axis.status()["servo"]["state"] == "error"
+        await drive.publish(make_dynamics_ts(True, 5_600_000, 0.0, 0.0, 0.0, 0.0))  # A new one: alive again.
+        await until(lambda: axis.loop.drive.arrays.rx[RX_COUNT] == 2.0, "the new sample to arrive")
+        axis.advance(0.02)
+        assert axis.status()["servo"]["state"] == "standby"
+
+
 async def test_two_axes_move_independently(client: Client) -> None:
     env = {
         "UAVCAN__UDP__IFACE": "127.0.0.1",
@@ -264,3 +285,34 @@ async def test_two_axes_move_independently(client: Client) -> None:
         with pytest.raises(ValueError):  # Prefixed registers are validated like the plain ones.
             reg["left.servo.profile.jerk"] = -5.0
         assert reg["left.servo.profile.jerk"].floats[0] == 100.0
+
+
+async def test_two_axes_share_one_control_thread(client: Client) -> None:
+    """Real clock: one thread ticks both axes; they move to their targets; a RESTART builds a new thread."""
+    env = {
+        "UAVCAN__UDP__IFACE": "127.0.0.1",
+        "UAVCAN__NODE__ID": str(NODE),
+        "SERVO__AXES": "left right",
+        "UAVCAN__SUB__LEFT__SETPOINT_SERVO__ID": "27",
+        "UAVCAN__SUB__RIGHT__SETPOINT_SERVO__ID": "28",
+        "LEFT__SERVO__DEADMAN_TIMEOUT": "10",
+        "RIGHT__SERVO__DEADMAN_TIMEOUT": "10",
+        "RIGHT__SERVO__LOOP_RATE": "500",
+    }
+    async with ServoNode(None, env) as node:
+        left, right = node.axis("left"), node.axis("right")
+        assert (left.config.rate_hz, right.config.rate_hz) == (1000.0, 500.0)  # Each ticks at its own rate.
+        thread = node.control_thread
+        assert thread is not None and thread.loops == (left.loop, right.loop)
+        await client.send(left, 0.25, subject=27)
+        await client.send(right, -0.5, subject=28)
+        await until(
+            lambda: all(math.isfinite(a.loop.sample().settled_after_s) for a in (left, right)), "both to arrive"
+        )
+        assert abs(left.loop.sample().position - 0.25) < 1e-3 and abs(right.loop.sample().position + 0.5) < 1e-3
+        assert await client.execute(uavcan.node.ExecuteCommand_1.Request.COMMAND_RESTART) == 0
+        await until(lambda: node.ready.is_set() and node.control_thread not in (None, thread), "the restart")
+        assert not thread.running
+        new = node.control_thread
+        assert new is not None and new.loops == (node.axis("left").loop, node.axis("right").loop)
+    assert not new.running

@@ -5,11 +5,11 @@
 :mod:`._mimic` the mimic relation (following a leader), fed through :mod:`._leader`.
 """
 
+from ._leader import LeaderInput as LeaderInput
+from ._leader import MimicSample as MimicSample
+from ._leader import Relation as Relation
 from ._loop import ControlLoop as ControlLoop
 from ._loop import Envelope as Envelope
 from ._loop import LinkStats as LinkStats
 from ._loop import LoopConfig as LoopConfig
 from ._loop import LoopSample as LoopSample
-from ._leader import LeaderInput as LeaderInput
-from ._leader import MimicSample as MimicSample
-from ._leader import Relation as Relation

@@ -53,4 +53,5 @@ class Recorder(BusThread):
     def latest(self, i: int) -> np.ndarray:
         """The newest row of subject ``i``."""
         with self._lock:
+            assert self._rows[i], f"no sample on subject #{i} yet"
             return np.array(self._rows[i][-1])

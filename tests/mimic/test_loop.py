@@ -6,7 +6,6 @@ verdict is on loop time, so it is deterministic.
 
 from __future__ import annotations
 
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st

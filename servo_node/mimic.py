@@ -16,6 +16,7 @@ instant it describes.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -31,6 +32,7 @@ from .axis_registers import AxisNames, AxisRegisters
 from .control import LeaderInput, MimicSample, Relation
 from .control import _layout as L
 from .intake import reception_time_s
+from .reports import REGISTER_STRING_MAX
 from .setpoint import ProfileLimits, Setpoint
 
 LEADER_STATE_TIMEOUT_S = 3.0
@@ -203,12 +205,16 @@ class Follower:
             "extrap_ms": _r(1e3 * s.extrapolated_s, 3),
             "comp": self.compensate,
             "sync_ms": _r(1e3 * self._clock.offset_s, 4),
-            "stop": s.stop_reason[:40],
+            "stop": s.stop_reason.split(":")[0],
             "stop_lat_ms": _r(1e3 * s.stop_latency_s, 3),
             "ignored_sp": ignored_setpoints,
         }
         if self.fault:
             doc["fault"] = self.fault[:60]
+        for key in ("ignored_sp", "extrap_ms", "rel", "stop_lat_ms", "sync_ms"):  # Keep within a register string.
+            if len(json.dumps(doc, separators=(",", ":")).encode()) <= REGISTER_STRING_MAX:
+                break
+            doc.pop(key)
         return doc
 
 

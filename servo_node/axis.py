@@ -32,14 +32,18 @@ import zubax.service.actuator
 import zubax.telega
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.timesync import TimeSync
+
 from .arming import ArmingGate, ServoState
 from .axis_registers import AxisNames, AxisRegisters
 from .config import drive_from_registers, loop_config, setpoint_floors
-from .control import ControlLoop, ControlThread, LoopConfig, LoopSample
+from .control import ControlLoop, ControlThread, LoopConfig, LoopSample, MimicSample
+from .control import _layout as L
 from .diagnostics import Diagnostics, Severity
 from .drive import Drive
 from .errors import ConfigurationError, ErrorCode, ServoError
 from .intake import Received, SetpointIntake, SetpointPort, decode_setpoint, reception_time_s
+from .mimic import Follower
 from .registers import ServoRegistry
 from .reports import (
     AxisCounters,
@@ -147,6 +151,12 @@ class Axis:
         self._seen_error_count = 0
         self._state = self.gate.update(self.now())
         self._feedback_due = asyncio.Event()
+        self._timesync = TimeSync.of(node, registry.text("servo.time_sync"))
+        self._follower = Follower.create(node, names, self.registers, self._timesync, loop_clock == "real")
+        if self._follower is not None:
+            self.registers.serve("sys.mimic", json_register(self.mimic))
+            if self._follower.fault:
+                diagnostics.report(f"{names.label}{self._follower.fault}")
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -178,6 +188,10 @@ class Axis:
         self._drive.start()
         if self._readiness_sub is not None:
             self._readiness_sub.receive_in_background(self._on_readiness)
+        if self._follower is not None:
+            self._follower.on_sample = self._on_leader_sample
+            self._follower.on_state = self._feedback_due.set
+            self._follower.start(loop.arrays.lead)
         self._tasks = [
             asyncio.create_task(self._supervise_task(), name=f"{self.names.label}supervise"),
             asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"),
@@ -243,6 +257,8 @@ class Axis:
             self._drive = None
         if self._setpoint_port is not None:
             self._setpoint_port.close()
+        if self._follower is not None:
+            self._follower.close()
         for port in (self._readiness_sub, *self._pubs.values()):
             if port is not None:
                 port.close()
@@ -327,6 +343,11 @@ class Axis:
     def apply(self, received: Received) -> bool:
         """The one place where a setpoint commands the loop; returns True if it was applied (counted either way)."""
         c = self.counters
+        if self._follower is not None:
+            c.setpoints_ignored_mimic += 1  # A follower moves with its leader only: a stray publisher can't fight it.
+            if c.setpoints_ignored_mimic == 1:
+                self._diag.report(f"{self.names.label}setpoints ignored: this axis follows a leader (mimic)")
+            return False
         if self._loop is None or self._halting:
             c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
             return False
@@ -347,6 +368,24 @@ class Axis:
         self._loop.command(sp, received.received_at_s)
         self._feedback_due.set()
         return True
+
+    def _on_leader_sample(self, received_at_s: float) -> None:
+        """Mimic: a leader sample (engaged, healthy leader) arms the gate as a setpoint does, and engages the loop
+        in mimic mode if it does not follow already (it gears in from where the joint is, without a step)."""
+        f, loop = self._follower, self._loop
+        if f is None or loop is None or self._halting or self._collided or not f.leader_ok:
+            return
+        state = self.gate.update(self.now())
+        if state is ServoState.ERROR and self.gate.error_code is ErrorCode.DRIVE_LOST:
+            if loop.sample().error is ErrorCode.DRIVE_LOST:
+                return
+        if not self.gate.on_setpoint(received_at_s):
+            return
+        s = loop.sample()
+        if not (s.engaged and s.mode == L.MODE_MIMIC):
+            self.counters.setpoints_accepted += 1
+            loop.follow(f.limits(), received_at_s)
+            self._feedback_due.set()
 
     def _error_persists(self, sp: Setpoint) -> bool:
         code = self.gate.error_code
@@ -377,6 +416,8 @@ class Axis:
             if gate.update(now) is ServoState.ERROR:
                 gate.on_recovered("the drive reports again; waiting for a setpoint")
                 self._diag.report(f"{self.names.label}drive feedback restored", Severity.INFO)
+        if self._follower is not None:
+            self._follower.supervise(now)
         state = gate.update(now)
         if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
             loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
@@ -403,7 +444,8 @@ class Axis:
                         await self._publish("status", self._status_message(s))
                     if now >= next_dynamics:
                         next_dynamics = max(next_dynamics + dyn_period, now)
-                        await self._publish("dynamics", dynamics_message(s, self.loop_clock == "real"))
+                        msg = dynamics_message(s, self.loop_clock == "real", self._timesync.offset_s)
+                        await self._publish("dynamics", msg)
                 except pycyphal.transport.ResourceClosedError:
                     raise
                 except Exception:  # A bug here must not end supervision: log it and keep going.
@@ -456,7 +498,33 @@ class Axis:
         expired_at_s = math.nan
         if s is not None and expired and self.loop_clock == "real":
             expired_at_s = time.time() - time.monotonic() + s.expired_at_s  # The loop's clock is time.monotonic.
-        return status_view(g.update(self.now()), g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)
+        state = g.update(self.now())
+        if self._follower is None:
+            return status_view(state, g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)
+        # A follower: its motion is the relation (no setpoint); the lag flag and count, and why it stopped.
+        m = MimicSample.read(self.loop.out) if self._loop is not None else None
+        f = self._follower
+        if f.fault:
+            reason = f.fault
+        elif state is ServoState.ENGAGED:
+            reason = f"following leader {f.leader_node_id}" + (" (lagging: beyond own limits)" if m and m.lag else "")
+        elif m is not None and m.stop_reason:
+            reason = m.stop_reason
+        else:
+            reason = f"leader {f.state_name}; " + g.reason
+        doc = status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s)
+        doc["servo"]["lag"] = bool(m.lag) if m else False
+        doc["servo"]["lags"] = m.lag_count if m else 0
+        return doc
+
+    def mimic(self) -> dict[str, Any]:
+        """``sys.mimic`` (a follower only; see :meth:`~servo_node.mimic.Follower.view`)."""
+        assert self._follower is not None
+        if self._loop is None:
+            return {"leader": None}
+        s = self._loop.sample()
+        following = s.engaged and s.mode == L.MODE_MIMIC
+        return self._follower.view(MimicSample.read(self._loop.out), following, self.counters.setpoints_ignored_mimic)
 
     def motion(self) -> dict[str, Any]:
         """``sys.motion`` (see :func:`~servo_node.reports.motion_view`)."""

@@ -37,7 +37,7 @@ AXIS_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 RESERVED = frozenset(RESERVED_AXIS_NAMES)
 """Axis names that would collide with the unprefixed register namespaces."""
 
-NODE_REGISTERS = frozenset({"servo.axes"})
+NODE_REGISTERS = frozenset({"servo.axes", "servo.time_sync"})
 """Application registers of the node, not of an axis (never prefixed)."""
 
 

@@ -54,6 +54,15 @@ Register                               Type          Default             Meaning
 ``servo.following_error.window``       real32        0.5                 |p_ref − p| that is a following error
 ``servo.following_error.time``         real32        0.2                 …when it lasts longer than this [second]
 ``servo.dynamics_rate``                real32        50                  ``dynamics`` publication rate [Hz], > 0
+``servo.mimic.multiplier``             real64        1                   mimic: follower = multiplier·(leader −
+                                                                         reference) + offset; ≠ 0 (see mimic.py)
+``servo.mimic.offset``                 real64        0                   mimic: offset of that relation
+``servo.mimic.reference``              real64        0                   mimic: the leader's reference position
+``servo.mimic.compensation``           bit           true                mimic: extrapolate the leader's sample from
+                                                                         its timestamp (true) or its reception
+``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
+                                                                         uavcan.time.Synchronization master if one
+                                                                         is heard), ``master``, or ``off``
 ``sim.*``                              (real64)      (JointParams)       the embedded joint (``sim`` backend): every
                                                                          register of
                                                                          :mod:`cyphal_common.joint_registers`, the
@@ -79,7 +88,8 @@ from pycyphal.application.register import ValueProxy
 from cyphal_common.joint_registers import JOINT_SPECS
 from cyphal_common.registers import RefusedWriteError as RefusedWriteError
 from cyphal_common.registers import RegisterSpec as RegisterSpec
-from cyphal_common.registers import ValidatingRegistry, anything, bit, choice, pair, real32, scalar, string
+from cyphal_common.registers import ValidatingRegistry, anything, bit, choice, pair, real32, real64, scalar, string
+from cyphal_common.timesync import MODES as TIME_SYNC_MODES
 
 RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
 """Axis names that would collide with unprefixed register namespaces."""
@@ -101,6 +111,8 @@ PORTS: Mapping[str, str] = {
     "uavcan.pub.drive_readiness": "udral backend: reg.udral.service.common.Readiness",
     "uavcan.sub.drive_dynamics": "udral backend: …PlanarTs / …LinearTs",
     "uavcan.sub.drive_feedback": "udral backend: reg.udral.service.actuator.common.Feedback",
+    "uavcan.sub.mimic_leader": "zubax.physics.dynamics.DoF3rdTs.1.0: the leader's dynamics; set: this is a follower",
+    "uavcan.sub.mimic_leader_feedback": "zubax.service.actuator.Feedback.1.0: the leader's state (needed to follow)",
 }
 """Every port the node may use and its type; configure with ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
 
@@ -141,6 +153,11 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.following_error.time": RegisterSpec(real32(0.2), scalar(lambda x: 0 <= x <= 10, "in [0, 10] s")),
     "servo.stop.disengage_immediately": RegisterSpec(bit(False), anything),
     "servo.dynamics_rate": RegisterSpec(real32(50), scalar(lambda x: 0 < x <= 1000, "in (0, 1000] Hz")),
+    "servo.mimic.multiplier": RegisterSpec(real64(1), scalar(lambda x: x != 0, "!= 0")),
+    "servo.mimic.offset": RegisterSpec(real64(0), scalar(lambda x: True, "(finite)")),
+    "servo.mimic.reference": RegisterSpec(real64(0), scalar(lambda x: True, "(finite)")),
+    "servo.mimic.compensation": RegisterSpec(bit(True), anything),
+    "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.axes": RegisterSpec(string(""), _axis_list),
     **JOINT_SPECS,
 }

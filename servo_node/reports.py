@@ -44,6 +44,8 @@ class AxisCounters:
     setpoints_coalesced: int = 0
     """Queued setpoint frames dropped unseen behind newer ones (a flood faster than the node decodes)."""
     setpoint_publishers: int = 0
+    setpoints_ignored_mimic: int = 0
+    """Valid setpoints not applied because this axis follows a leader (mimic)."""
     """Distinct publishers on the setpoint subject within the last second."""
     last_rejection: str = ""
     last_rejection_at: float = -math.inf
@@ -127,6 +129,7 @@ def counters_view(
         "bad_payload": c.setpoints_bad_payload,
         "coalesced": c.setpoints_coalesced,
         "publishers": c.setpoint_publishers,
+        "ignored_mimic": c.setpoints_ignored_mimic,
         "refused_writes": refused_writes,
         "dropped_frames": dropped_frames(),
         "restarts": restarts,
@@ -176,10 +179,13 @@ def status_message(
     )
 
 
-def dynamics_message(s: LoopSample, real_clock: bool = True) -> zubax.physics.dynamics.DoF3rdTs_1_0:
-    """``dynamics``: measured position, velocity, acceleration and force, stamped [µs, system clock] with the
-    sample's own time (``real_clock``: the loop runs on the monotonic clock; else the time of publication)."""
-    stamp_s = time.time() - time.monotonic() + s.time_s if real_clock else time.time()
+def dynamics_message(
+    s: LoopSample, real_clock: bool = True, sync_offset_s: float = 0.0
+) -> zubax.physics.dynamics.DoF3rdTs_1_0:
+    """``dynamics``: measured position, velocity, acceleration and force, stamped [µs, synchronized time: the
+    system clock + ``sync_offset_s``] with the sample's own time (``real_clock``: the loop runs on the monotonic
+    clock; else the time of publication)."""
+    stamp_s = (time.time() - time.monotonic() + s.time_s if real_clock else time.time()) + sync_offset_s
     kin = zubax.physics.kinematics.DoF3rd_1_0(
         base=zubax.physics.kinematics.DoF2nd_1_0(position=s.position, velocity=s.velocity),
         acceleration=s.acceleration,

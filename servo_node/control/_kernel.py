@@ -23,7 +23,15 @@ from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._layout import LoopArrays
 from ._link import observe
-from ._stages import control_law, publish, reference, supervise_drive, supervise_motion, take_command
+from ._stages import (
+    control_law,
+    follow_leader,
+    publish,
+    reference,
+    supervise_drive,
+    supervise_motion,
+    take_command,
+)
 
 
 @njit(cache=True, nogil=True)
@@ -41,6 +49,7 @@ def tick(now: float, A: LoopArrays) -> None:
     observe(now, A)
     supervise_drive(now, A)
     take_command(now, A)
+    follow_leader(now, A)  # Mimic only: the leader's state and the relation, re-planned each tick.
     supervise_motion(now, A)
     braking = reference(now, A)
     v_cmd, f_cmd = control_law(A, braking)

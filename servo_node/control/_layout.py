@@ -33,6 +33,7 @@ MODE_POSITION = 1.0
 MODE_VELOCITY = 2.0
 MODE_STOP = 3.0  # jerk-limited stop to zero velocity, hold until at rest, then disengage
 MODE_DISENGAGE = 4.0  # no force at once
+MODE_MIMIC = 5.0  # follow the leader through the mimic relation (control._mimic); limits in the command
 
 # ---- cfg: fixed for the life of a loop
 K_LAW = 0  # LAW_VELOCITY or LAW_TORQUE
@@ -152,7 +153,15 @@ O_OVERSHOOT = 31  # largest measured excursion past the target of the plan (in i
 O_MEAS_T = 32  # when the drive was in the measured state [second, loop clock]
 O_PRED_P = 33  # predicted drive position when the latest command takes effect (bus drive; else NaN)
 O_EFFECT_T = 34  # when the latest command takes effect at the drive [second, loop clock] (bus drive; else NaN)
-N_OUT = 35
+O_MIM_TARGET = 35  # mimic: the target position now (the relation applied to the extrapolated leader); NaN if not
+O_MIM_ERROR = 36  # mimic: relation error (MI_ERROR)
+O_MIM_LAG = 37
+O_MIM_LAG_COUNT = 38
+O_MIM_REASON = 39
+O_MIM_STOP_LATENCY = 40
+O_MIM_EXTRAP = 41
+O_MIM_LEAD_AGE = 42  # mimic: now − reception of the latest leader sample [second]
+N_OUT = 43
 
 # ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
 LK_MEAS_COUNT = 0  # measurements taken into the model
@@ -192,6 +201,41 @@ SEND_F = 2
 CTL_QUIT = 0  # nonzero ends the thread
 N_CTL = 1
 
+# ---- lead: the mimic leader's latest sample and state (seqlocked; the node is the only writer; control._mimic)
+LD_SEQ = 0
+LD_P = 1  # the leader's measured position, velocity, acceleration
+LD_V = 2
+LD_A = 3
+LD_T = 4  # when the leader was in that state: its timestamp mapped onto the loop clock [second]
+LD_RX_T = 5  # reception of that sample [second, loop clock]; the lost-leader deadman counts from it
+LD_STATE = 6  # the leader's state from its feedback: LEADER_OK, LEADER_DISENGAGED, LEADER_ERROR
+LD_STATE_RX_T = 7  # reception of the message that reported that state [second, loop clock]
+LD_MULT = 8  # the relation follower = MULT·(leader − REF) + OFFSET (fixed for the life of the loop)
+LD_OFFSET = 9
+LD_REF = 10
+LD_COMPENSATE = 11  # 1: extrapolate the sample from its timestamp (LD_T); 0: from its reception (LD_RX_T)
+N_LEAD = 12
+
+LEADER_OK = 1.0
+LEADER_DISENGAGED = 0.0
+LEADER_ERROR = -1.0
+
+# ---- mim: mimic state (loop-private; control._mimic)
+MI_P = 0  # the target (the relation applied to the leader, extrapolated) at ST_T0: position, velocity, acceleration
+MI_V = 1
+MI_A = 2
+MI_LAG = 3  # 1 while the relation demands more velocity or acceleration than the follower's limits
+MI_LAG_COUNT = 4  # times it started to lag
+MI_REASON = 5  # why following ended (MIMIC_*); 0 while following or never engaged
+MI_STOP_LATENCY = 6  # loop time of that stop − reception of the message (or of the last sample) that caused it [s]
+MI_EXTRAP = 7  # the interval the leader's sample was extrapolated over this tick [second]
+MI_ERROR = 8  # relation error: target − measured position at the measurement's time
+N_MIM = 9
+
+MIMIC_LOST = 1.0  # no leader sample within the deadman timeout
+MIMIC_DISENGAGED = 2.0  # the leader reported it is not engaged
+MIMIC_LEADER_ERROR = 3.0  # the leader reported an error
+
 # ---- timing: ring of period errors for measurement
 TIMING_RING = 1 << 16
 """Entries of the period-error ring [second]; slot TIMING_RING holds the write count."""
@@ -219,6 +263,12 @@ class LoopArrays(NamedTuple):
     """The bus drive's link model (``LK_*``): delay fit, clock offset, statistics rings."""
     sends: np.ndarray
     """float64[SENDS_N, 3]: ring of the commands sent to a bus drive (``SEND_*``)."""
+    lead: np.ndarray
+    """The mimic leader's sample and state (``LD_*``), seqlocked, written by the node."""
+    lead_c: np.ndarray
+    """Scratch: this tick's consistent copy of ``lead``."""
+    mim: np.ndarray
+    """Mimic state (``MI_*``)."""
 
 
 def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> LoopArrays:
@@ -245,4 +295,23 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
         drive=drive,
         link=link,
         sends=np.zeros((SENDS_N, 3)),
+        lead=new_lead(),
+        lead_c=new_lead(),
+        mim=new_mim(),
     )
+
+
+def new_lead() -> np.ndarray:
+    """A ``lead`` array before any leader sample: no sample (NaN times), identity relation, compensated."""
+    lead = np.full(N_LEAD, np.nan)
+    lead[LD_SEQ] = 0.0
+    lead[LD_STATE] = LEADER_DISENGAGED
+    lead[LD_MULT], lead[LD_OFFSET], lead[LD_REF], lead[LD_COMPENSATE] = 1.0, 0.0, 0.0, 1.0
+    return lead
+
+
+def new_mim() -> np.ndarray:
+    """A ``mim`` array: nothing followed yet."""
+    mim = np.zeros(N_MIM)
+    mim[MI_STOP_LATENCY] = mim[MI_EXTRAP] = mim[MI_ERROR] = np.nan
+    return mim

@@ -266,6 +266,11 @@ class ControlLoop:
         rx = math.nan if received_at_s is None else received_at_s
         self._write(L.MODE_VELOCITY if sp.velocity_mode else L.MODE_POSITION, sp, rx)
 
+    def follow(self, limits: Setpoint, received_at_s: float) -> None:
+        """Mimic: follow the leader (written through :class:`~._leader.LeaderInput`) within ``limits``' profile
+        and force limit (its target is not used), from a leader sample received at ``received_at_s``."""
+        self._write(L.MODE_MIMIC, limits, received_at_s)
+
     def stop(self, immediate: bool = False) -> None:
         """The stop (jerk-limited, hold until at rest, then release); ``immediate`` removes the force at once."""
         self._write(L.MODE_DISENGAGE if immediate else L.MODE_STOP, None, math.nan)

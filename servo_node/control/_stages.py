@@ -31,6 +31,7 @@ from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
 from . import _link as link
+from . import _mimic as mimic
 from ._layout import LoopArrays
 
 E_NONE = float(ErrorCode.NONE)
@@ -39,6 +40,15 @@ E_NUMERICAL = float(ErrorCode.NUMERICAL_FAILURE)
 E_DRIVE_LOST = float(ErrorCode.DRIVE_LOST)
 E_FOLLOWING = float(ErrorCode.FOLLOWING_ERROR)
 E_STOP_TIMEOUT = float(ErrorCode.STOP_TIMEOUT)
+
+
+@njit(cache=True, nogil=True)
+def _sample_ref(A: LoopArrays, t: float, out: np.ndarray) -> None:
+    """The reference at ``t`` after the active plan's start: the profile, plus the leader's target in mimic mode."""
+    if A.st[L.ST_MODE] == L.MODE_MIMIC:
+        mimic.sample_relative(A, t, out)
+    else:
+        sample_into(A.prof, t, out)
 
 
 @njit(cache=True, nogil=True)
@@ -205,7 +215,7 @@ def take_command(now: float, A: LoopArrays) -> None:
     st[L.ST_CMD_SEQ] = c[L.C_SEQ]
     mode = c[L.C_MODE]
     engaged = st[L.ST_ENGAGED] != 0.0
-    if mode == L.MODE_POSITION or mode == L.MODE_VELOCITY:
+    if mode == L.MODE_POSITION or mode == L.MODE_VELOCITY or mode == L.MODE_MIMIC:
         rx_t = c[L.C_RX_T] if math.isfinite(c[L.C_RX_T]) else now
         if now - rx_t > cfg[L.K_DEADMAN]:
             return  # Already expired on arrival (e.g. queued behind a flood): never applied.
@@ -227,15 +237,75 @@ def take_command(now: float, A: LoopArrays) -> None:
         st[L.ST_JERK] = act[L.C_JMAX]
         st[L.ST_FE_SINCE] = np.nan
         if engaged and abs(A.out[L.O_PREF] - m[L.M_P]) <= cfg[L.K_FE_WINDOW]:
-            plan_motion(now, A, A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF])
+            p0, v0, a0 = A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF]
         else:
             # Start from the actual state: no jump when (re-)engaging or when the joint is far off the reference.
-            plan_motion(now, A, m[L.M_P], m[L.M_V], 0.0)
+            p0, v0, a0 = m[L.M_P], m[L.M_V], 0.0
+        if mode == L.MODE_MIMIC:
+            plan_mimic(now, A, p0, v0, a0)
+        else:
+            plan_motion(now, A, p0, v0, a0)
     elif mode == L.MODE_STOP:
         if engaged and st[L.ST_MODE] != L.MODE_STOP:
             stop_from(now, A)
     elif mode == L.MODE_DISENGAGE:
         _disengage(st)
+
+
+@njit(cache=True, nogil=True)
+def plan_mimic(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
+    """Engage mimic from (p0, v0, a0): gear in towards the relation under the follower's own limits, no step."""
+    st, out = A.st, A.out
+    mimic.take_leader(A)
+    A.mim[L.MI_REASON] = 0.0
+    A.mim[L.MI_STOP_LATENCY] = np.nan
+    status = mimic.replan(now, A, p0, v0, a0)
+    out[L.O_PLAN_STATUS] = status
+    out[L.O_REPAIRED] = 0.0
+    out[L.O_DURATION] = profile_duration(A.prof)
+    st[L.ST_PRE_BRAKE] = 0.0
+    if status == 0:
+        _engage(st, L.MODE_MIMIC, now)
+        st[L.ST_TRACK_MAX] = 0.0
+        st[L.ST_SETTLED] = np.nan
+        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
+            st[L.ST_ERROR] = E_NONE
+    else:
+        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        if st[L.ST_ENGAGED] != 0.0:
+            start_stop(now, A, p0, v0, a0)
+
+
+@njit(cache=True, nogil=True)
+def follow_leader(now: float, A: LoopArrays) -> None:
+    """Mimic: stop on a lost leader (deadman by the reception of its samples) or one that reports it disengaged or
+    failed (at the first tick after the node wrote that state); else re-plan towards the relation (:mod:`._mimic`)."""
+    st, mi, m = A.st, A.mim, A.meas
+    mimic.take_leader(A)
+    if st[L.ST_ENGAGED] == 0.0 or st[L.ST_MODE] != L.MODE_MIMIC:
+        return
+    reason, latency = mimic.verdict(now, A)
+    if reason != 0.0:
+        mi[L.MI_REASON] = reason
+        mi[L.MI_STOP_LATENCY] = latency
+        mi[L.MI_LAG] = 0.0
+        if reason == L.MIMIC_LOST:
+            st[L.ST_EXPIRED] = 1.0
+            st[L.ST_EXPIRED_AFTER] = now - A.lead_c[L.LD_RX_T]
+            st[L.ST_EXPIRED_AT] = now
+        stop_from(now, A)
+        return
+    ref = A.ref
+    _sample_ref(A, now - st[L.ST_T0], ref)  # The reference now, under the plan of the previous tick.
+    status = mimic.replan(now, A, ref[0], ref[1], ref[2])
+    st[L.ST_T0] = now
+    A.out[L.O_DURATION] = profile_duration(A.prof)
+    if status != 0:
+        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        start_stop(now, A, ref[0], ref[1], ref[2])
+        return
+    t_m = m[L.M_T] - now if math.isfinite(m[L.M_T]) else 0.0
+    mi[L.MI_ERROR] = mimic.relation_error(A, t_m)
 
 
 @njit(cache=True, nogil=True)
@@ -248,7 +318,7 @@ def ref_at_measurement(now: float, A: LoopArrays, fallback: float) -> float:
     t0 = A.st[L.ST_T0]
     if not (math.isfinite(t) and t0 <= t <= now) or A.st[L.ST_ENGAGED] == 0.0:
         return fallback
-    sample_into(A.prof, t - t0, A.ref[16:20])
+    _sample_ref(A, t - t0, A.ref[16:20])
     return A.ref[16]
 
 
@@ -259,10 +329,10 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
     if st[L.ST_ENGAGED] == 0.0:
         return
     mode = st[L.ST_MODE]
-    if mode != L.MODE_POSITION and mode != L.MODE_VELOCITY:
+    if mode != L.MODE_POSITION and mode != L.MODE_VELOCITY and mode != L.MODE_MIMIC:
         return
     age = now - act[L.C_RX_T]
-    if age > cfg[L.K_DEADMAN]:
+    if mode != L.MODE_MIMIC and age > cfg[L.K_DEADMAN]:  # Mimic: the leader's samples feed the deadman.
         st[L.ST_EXPIRED] = 1.0
         st[L.ST_EXPIRED_AFTER] = age
         st[L.ST_EXPIRED_AT] = now
@@ -297,15 +367,15 @@ def reference(now: float, A: LoopArrays) -> bool:
         # A velocity command takes effect over the coming period (the drive reaches it by the end of the
         # period), so its feed-forward is the velocity the reference will have then.
         t = now - st[L.ST_T0]
-        sample_into(A.prof, t, ref)
-        sample_into(A.prof, t + cfg[L.K_PERIOD], ref_next)
+        _sample_ref(A, t, ref)
+        _sample_ref(A, t + cfg[L.K_PERIOD], ref_next)
         if link.compensated(A):
             # A bus drive: the command written now is sent at the next send and takes effect a delay later; it is
             # held for one drive period. Sample the reference over exactly that interval.
             t_e = link.effect_time(now, A)
             A.link[L.LK_EFFECT_T] = t_e
-            sample_into(A.prof, t_e - st[L.ST_T0], ref[8:12])
-            sample_into(A.prof, t_e - st[L.ST_T0] + cfg[L.K_DRIVE_PERIOD], ref[12:16])
+            _sample_ref(A, t_e - st[L.ST_T0], ref[8:12])
+            _sample_ref(A, t_e - st[L.ST_T0] + cfg[L.K_DRIVE_PERIOD], ref[12:16])
         mode = st[L.ST_MODE]
         if mode == L.MODE_POSITION and st[L.ST_PRE_BRAKE] == 0.0:
             # Judge the measurement against the reference of its own time (a bus drive's is milliseconds old).
@@ -440,4 +510,5 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     comp = link.compensated(A) and st[L.ST_ENGAGED] != 0.0
     out[L.O_PRED_P] = A.link[L.LK_PRED_P] if comp else np.nan
     out[L.O_EFFECT_T] = A.link[L.LK_EFFECT_T] if comp else np.nan
+    mimic.publish_into(now, A, st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] == L.MODE_MIMIC)
     end_write(out)

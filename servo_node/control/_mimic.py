@@ -1,0 +1,146 @@
+"""Mimic (electronic gearing): the follower's reference as the relation applied to a leader, re-planned each tick.
+
+The relation (SDFormat's mimic constraint): ``follower = m·(leader − ref) + offset``, so the target velocity is
+``m·v_L`` and its acceleration ``m·a_L``. The leader's latest sample (``lead``, written by the node) is
+extrapolated with its velocity and acceleration from the time it was measured (its timestamp mapped onto the
+loop clock; without compensation from its reception) to now, and the relation applied: the target
+``T(t) = p_T + v_T·(t − t0) + ½·a_T·(t − t0)²``.
+
+Each tick re-plans in the frame moving with the target: the relative state ``(p_ref − p_T, v_ref − v_T,
+a_ref − a_T)`` is driven to (0, 0, 0) by our OTG with the follower's velocity limits shifted by ``−v_T`` and a
+symmetric acceleration limit reduced by ``|a_T|``, so ``reference = T + relative`` converges to the relation
+exactly (no lag of the plan's duration, as planning towards the target's *current* position would have) and
+never exceeds the follower's own velocity, acceleration or jerk. Where the relation asks for more than that
+(|v_T| beyond the velocity limits, |a_T| beyond the acceleration limit) the feed-forward is clamped, the follower
+runs at its limits and catches up jerk-limited when it can: ``MI_LAG`` and ``MI_LAG_COUNT`` say so.
+
+Pure numba on the loop's arrays; the stop that a lost or failing leader causes is in :mod:`._stages`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .._seqlock import read_seqlocked
+from ..otg import plan_into, plan_velocity_into, sample_into
+from . import _layout as L
+from ._layout import LoopArrays
+
+V_MARGIN = 1e-3
+"""The clamped target velocity stays this fraction of the velocity range inside the limits (a valid plan)."""
+
+A_FEED_MAX = 0.5
+"""At most this fraction of the acceleration limit is fed forward; the relative plan keeps the rest."""
+
+
+@njit(cache=True, nogil=True)
+def take_leader(A: LoopArrays) -> None:
+    """This tick's consistent copy of the leader's sample and state (``lead_c``)."""
+    read_seqlocked(A.lead, A.lead_c)
+
+
+@njit(cache=True, nogil=True)
+def leader_target(now: float, A: LoopArrays) -> tuple[float, float, float, float]:
+    """(p_T, v_T, a_T, dt): the relation applied to the leader's sample extrapolated over dt to ``now``."""
+    ld, cfg = A.lead_c, A.cfg
+    since = ld[L.LD_T] if ld[L.LD_COMPENSATE] != 0.0 and math.isfinite(ld[L.LD_T]) else ld[L.LD_RX_T]
+    horizon = cfg[L.K_DEADMAN]
+    dt = min(max(now - since, -horizon), horizon)  # A stamp off by more than the deadman is not trusted further.
+    p_l, v_l, a_l = ld[L.LD_P], ld[L.LD_V], ld[L.LD_A]
+    if not math.isfinite(a_l):
+        a_l = 0.0
+    m = ld[L.LD_MULT]
+    p = p_l + dt * (v_l + 0.5 * a_l * dt)
+    v = v_l + a_l * dt
+    return m * (p - ld[L.LD_REF]) + ld[L.LD_OFFSET], m * v, m * a_l, dt
+
+
+@njit(cache=True, nogil=True)
+def add_target(A: LoopArrays, t: float, out: np.ndarray) -> None:
+    """Add the target's state at ``t`` after the plan start (``ST_T0``) to a relative sample ``out[0:3]``."""
+    mi = A.mim
+    out[0] += mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
+    out[1] += mi[L.MI_V] + mi[L.MI_A] * t
+    out[2] += mi[L.MI_A]
+
+
+@njit(cache=True, nogil=True)
+def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int:
+    """Plan from the reference state (p_r, v_r, a_r) at ``now`` towards the relation; returns the OTG status.
+
+    Writes the relative plan into ``prof`` and the target into ``mim``; the caller sets ``ST_T0 = now``.
+    """
+    act, mi = A.act, A.mim
+    p_t, v_t, a_t, dt = leader_target(now, A)
+    mi[L.MI_EXTRAP] = dt
+    v_min, v_max, j = act[L.C_VMIN], act[L.C_VMAX], act[L.C_JMAX]
+    a_lim = min(-act[L.C_AMIN], act[L.C_AMAX])
+    margin = V_MARGIN * (v_max - v_min)
+    v_c = min(max(v_t, v_min + margin), v_max - margin)
+    a_c = min(max(a_t, -A_FEED_MAX * a_lim), A_FEED_MAX * a_lim)
+    lag = v_t < v_min or v_t > v_max or abs(a_t) > a_lim
+    if lag and mi[L.MI_LAG] == 0.0:
+        mi[L.MI_LAG_COUNT] += 1.0
+    mi[L.MI_LAG] = 1.0 if lag else 0.0
+    mi[L.MI_P], mi[L.MI_V], mi[L.MI_A] = p_t, v_c, a_c
+    a_rel = a_lim - abs(a_c)
+    status = plan_into(
+        p_r - p_t, v_r - v_c, a_r - a_c, 0.0, 0.0, v_min - v_c, v_max - v_c, -a_rel, a_rel, j, A.prof
+    )
+    if status != 0:
+        # No relative plan (a numerical corner): change the follower's own velocity towards the clamped target
+        # velocity within its limits instead; the next tick plans relative again.
+        mi[L.MI_P], mi[L.MI_V], mi[L.MI_A] = 0.0, 0.0, 0.0
+        status = plan_velocity_into(p_r, v_r, a_r, v_c, -a_lim, a_lim, j, A.prof)
+    return status
+
+
+@njit(cache=True, nogil=True)
+def verdict(now: float, A: LoopArrays) -> tuple[float, float]:
+    """(reason, latency): why following must end now (``MIMIC_*``; 0: go on) and how long after the reception of
+    the message that showed it (for a lost leader: after the deadman expired)."""
+    ld, cfg = A.lead_c, A.cfg
+    state = ld[L.LD_STATE]
+    if state != L.LEADER_OK:
+        reason = L.MIMIC_LEADER_ERROR if state == L.LEADER_ERROR else L.MIMIC_DISENGAGED
+        return reason, now - ld[L.LD_STATE_RX_T]
+    age = now - ld[L.LD_RX_T]
+    if not age <= cfg[L.K_DEADMAN]:  # Also NaN: no sample at all.
+        return L.MIMIC_LOST, age - cfg[L.K_DEADMAN] if math.isfinite(age) else 0.0
+    return 0.0, 0.0
+
+
+@njit(cache=True, nogil=True)
+def relation_error(A: LoopArrays, t_meas: float) -> float:
+    """Target − measured position at the measurement's time (``t_meas`` after the plan start)."""
+    mi = A.mim
+    return mi[L.MI_P] + t_meas * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t_meas) - A.meas[L.M_P]
+
+
+@njit(cache=True, nogil=True)
+def publish_into(now: float, A: LoopArrays, following: bool) -> None:
+    """The mimic fields of ``out`` (inside the publisher's seqlock)."""
+    out, mi, st = A.out, A.mim, A.st
+    t = now - st[L.ST_T0]
+    if following:
+        out[L.O_MIM_TARGET] = mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
+        out[L.O_MIM_ERROR] = mi[L.MI_ERROR]
+    else:
+        out[L.O_MIM_TARGET] = np.nan
+        out[L.O_MIM_ERROR] = np.nan
+    out[L.O_MIM_LAG] = mi[L.MI_LAG] if following else 0.0
+    out[L.O_MIM_LAG_COUNT] = mi[L.MI_LAG_COUNT]
+    out[L.O_MIM_REASON] = mi[L.MI_REASON]
+    out[L.O_MIM_STOP_LATENCY] = mi[L.MI_STOP_LATENCY]
+    out[L.O_MIM_EXTRAP] = mi[L.MI_EXTRAP]
+    out[L.O_MIM_LEAD_AGE] = now - A.lead_c[L.LD_RX_T]
+
+
+@njit(cache=True, nogil=True)
+def sample_relative(A: LoopArrays, t: float, out: np.ndarray) -> None:
+    """The reference at ``t`` after the plan start: the relative plan plus the target (mimic mode)."""
+    sample_into(A.prof, t, out)
+    add_target(A, t, out)

@@ -152,7 +152,9 @@ class Axis:
         self._state = self.gate.update(self.now())
         self._feedback_due = asyncio.Event()
         self._timesync = TimeSync.of(node, registry.text("servo.time_sync"))
-        self._follower = Follower.create(node, names, self.registers, self._timesync, loop_clock == "real")
+        self._follower = Follower.create(
+            node, names, self.registers, self._timesync, loop_clock == "real", diagnostics
+        )
         if self._follower is not None:
             self.registers.serve("sys.mimic", json_register(self.mimic))
             if self._follower.fault:

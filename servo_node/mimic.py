@@ -1,8 +1,10 @@
 """Mimic intake of one follower axis: the leader's ``dynamics`` and ``feedback`` become the loop's ``lead`` array.
 
 A servo is a follower when its ``mimic_leader`` subscription is configured (``zubax.physics.dynamics.DoF3rdTs.1.0``,
-what a leader servo publishes on ``dynamics``). The leader is the node-ID of the first sample; samples from any
-other node are counted and ignored. Its *state* is observed through its ``feedback``
+what a leader servo publishes on ``dynamics``). The leader is the node-ID of the first sample, for the life of
+the node (a RESTART chooses again): a second publisher on the leader's subjects can neither take over nor move the
+follower. Its samples are counted (``sys.mimic`` ``foreign``), the publishers of the last second too (``sources``;
+more than one is a diagnostic, as for the setpoint subject). Its *state* is observed through its ``feedback``
 (``zubax.service.actuator.Feedback.1.0``, which a servo publishes right after each applied setpoint and state
 change and at ≥ 1 Hz) on ``mimic_leader_feedback``, from the same node-ID: readiness ENGAGED with health below
 WARNING is a leader that may be followed; anything else — or no feedback for :data:`LEADER_STATE_TIMEOUT_S` — is
@@ -31,12 +33,16 @@ from cyphal_common.timesync import TimeSync
 from .axis_registers import AxisNames, AxisRegisters
 from .control import LeaderInput, MimicSample, Relation
 from .control import _layout as L
-from .intake import reception_time_s
+from .diagnostics import Diagnostics, Severity
+from .intake import PUBLISHER_WINDOW_S, reception_time_s
 from .reports import REGISTER_STRING_MAX
 from .setpoint import ProfileLimits, Setpoint
 
 LEADER_STATE_TIMEOUT_S = 3.0
 """No feedback from the leader for this long: its state is unknown, and the follower stops [second]."""
+
+SOURCES_MAX = 64
+"""Sources remembered on the leader's subjects (spoofed node-IDs cannot grow memory beyond this)."""
 
 HEALTH_WARNING = 2
 """zubax.service.Health: WARNING and worse are a leader in error."""
@@ -60,7 +66,10 @@ class Follower:
         dynamics: pycyphal.presentation.Subscriber[Any],
         clock: TimeSync,
         real_clock: bool,
+        diagnostics: Diagnostics,
     ) -> None:
+        self._diag = diagnostics
+        self._label = names.label
         self.relation = Relation(
             registers.real("servo.mimic.multiplier"),
             registers.real("servo.mimic.offset"),
@@ -81,6 +90,9 @@ class Follower:
         self.samples = 0
         self.foreign_samples = 0
         """Samples on the leader subjects from other nodes than the leader (ignored)."""
+        self._seen: dict[int, float] = {}  # source node-ID -> time.monotonic of its latest sample on either subject
+        self.sources = 0
+        """Distinct publishers on the leader's subjects within the last second (the leader and any other)."""
         self.bad_samples = 0
         """Leader samples with a non-finite position or velocity (ignored; the lost-leader deadman runs on)."""
         self.on_sample: Any = None
@@ -90,11 +102,16 @@ class Follower:
 
     @staticmethod
     def create(
-        node: pycyphal.application.Node, names: AxisNames, registers: AxisRegisters, clock: TimeSync, real_clock: bool
+        node: pycyphal.application.Node,
+        names: AxisNames,
+        registers: AxisRegisters,
+        clock: TimeSync,
+        real_clock: bool,
+        diagnostics: Diagnostics,
     ) -> Follower | None:
         """A follower if ``mimic_leader`` is configured, else None."""
         sub = _subscriber(node, zubax.physics.dynamics.DoF3rdTs_1_0, names.port("mimic_leader"))
-        return None if sub is None else Follower(node, names, registers, sub, clock, real_clock)
+        return None if sub is None else Follower(node, names, registers, sub, clock, real_clock, diagnostics)
 
     @property
     def leader_ok(self) -> bool:
@@ -127,6 +144,7 @@ class Follower:
     def _is_leader(self, src: int | None) -> bool:
         if src is None:
             return False
+        self._saw(src)
         if self.leader_node_id is None:
             self.leader_node_id = src
         if src != self.leader_node_id:
@@ -156,6 +174,8 @@ class Follower:
             self.on_sample(rx)
 
     async def _on_feedback(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
+        if meta.source_node_id is not None:
+            self._saw(meta.source_node_id)
         if meta.source_node_id is None or meta.source_node_id != self.leader_node_id:
             if meta.source_node_id is not None and self.leader_node_id is not None:
                 self.foreign_samples += 1
@@ -179,10 +199,26 @@ class Follower:
     def _now(self) -> float:
         return time.monotonic()
 
+    def _saw(self, src: int) -> None:
+        if src not in self._seen and len(self._seen) >= SOURCES_MAX:
+            del self._seen[min(self._seen, key=self._seen.__getitem__)]  # The longest silent one.
+        self._seen[src] = time.monotonic()
+
     def supervise(self, now: float) -> None:
-        """A leader whose feedback stopped is in an unknown state: not followed (the follower stops)."""
-        if self.state == L.LEADER_OK and time.monotonic() - self._state_at > LEADER_STATE_TIMEOUT_S:
+        """A leader whose feedback stopped is in an unknown state: not followed (the follower stops). More than one
+        publisher on the leader's subjects is reported (on change)."""
+        mono = time.monotonic()
+        if self.state == L.LEADER_OK and mono - self._state_at > LEADER_STATE_TIMEOUT_S:
             self._set_state(L.LEADER_DISENGAGED, now)
+        before = self.sources
+        recent = sorted(n for n, t in self._seen.items() if mono - t <= PUBLISHER_WINDOW_S)
+        self.sources = len(recent)
+        if self.sources > 1 and before <= 1:
+            others = [n for n in recent if n != self.leader_node_id]
+            self._diag.report(f"{self._label}mimic: {self.sources} publishers on the leader's subjects; following "
+                              f"node {self.leader_node_id} only, ignoring {others}")
+        elif self.sources <= 1 < before:
+            self._diag.report(f"{self._label}mimic: one publisher on the leader's subjects again", Severity.INFO)
 
     @property
     def state_name(self) -> str:
@@ -208,6 +244,8 @@ class Follower:
             "stop": s.stop_reason.split(":")[0],
             "stop_lat_ms": _r(1e3 * s.stop_latency_s, 3),
             "ignored_sp": ignored_setpoints,
+            "sources": self.sources,
+            "foreign": self.foreign_samples,
         }
         if self.fault:
             doc["fault"] = self.fault[:60]

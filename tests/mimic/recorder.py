@@ -1,9 +1,11 @@
-"""Records ``dynamics`` subjects with their reception times, through the test's own pycyphal node."""
+"""The test's own pycyphal node: records ``dynamics`` subjects with their reception times, and publishes (readiness,
+a stray setpoint, a second publisher on the leader's subjects) as any other node on the bus would."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -12,12 +14,17 @@ from tests.procs import BusThread
 
 
 class Recorder(BusThread):
-    """Per subject: rows (stamp, position, velocity, acceleration, reception) [second, system clock]."""
+    """Per subject: rows (stamp, position, velocity, acceleration, reception) [second, system clock] of the samples
+    from ``sources[i]`` (each subject's publisher; None: any)."""
 
-    def __init__(self, bus: Mapping[str, str], subjects: list[int], node_id: int) -> None:
+    def __init__(
+        self, bus: Mapping[str, str], subjects: list[int], node_id: int, sources: list[int | None] | None = None
+    ) -> None:
+        self._sources = sources or [None] * len(subjects)
         super().__init__("dynamics-recorder")
         self._rows: list[list[tuple[float, float, float, float, float]]] = [[] for _ in subjects]
         self._lock = threading.Lock()
+        self._pubs: dict[int, Any] = {}
         self._presentation = self._run(self._open(bus, subjects, node_id))
 
     async def _open(self, bus: Mapping[str, str], subjects: list[int], node_id: int) -> Any:
@@ -36,6 +43,8 @@ class Recorder(BusThread):
             sub = pres.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, subject)
 
             async def on(msg: Any, meta: Any, i: int = i) -> None:
+                if self._sources[i] is not None and meta.source_node_id != self._sources[i]:
+                    return
                 kin = msg.value.kinematics
                 row = (msg.timestamp.microsecond * 1e-6, float(kin.base.position), float(kin.base.velocity),
                        float(kin.acceleration), float(meta.timestamp.system))
@@ -55,3 +64,30 @@ class Recorder(BusThread):
         with self._lock:
             assert self._rows[i], f"no sample on subject #{i} yet"
             return np.array(self._rows[i][-1])
+
+    def repeat(self, subject: int, make: Callable[[], Any], period_s: float) -> Callable[[], None]:
+        """Publish ``make()`` on ``subject`` every ``period_s`` from this node; returns the function that ends it."""
+
+        async def start() -> asyncio.Task[None]:
+            msg = make()
+            pub = self._pubs.get(subject)
+            if pub is None:
+                pub = self._pubs[subject] = self._presentation.make_publisher(type(msg), subject)
+
+            async def run() -> None:
+                while True:
+                    await pub.publish(make())
+                    await asyncio.sleep(period_s)
+
+            return asyncio.create_task(run())
+
+        task = self._run(start())
+
+        def stop() -> None:
+            async def cancel() -> None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+            self._run(cancel())
+
+        return stop

@@ -1,18 +1,24 @@
 """Mimic through real processes: a leader and a follower ``servo-node`` (embedded sim drives), the leader commanded
 by ``y pub``, over UDP and over udpmc CAN.
 
-Verdicts come from both nodes' timestamped ``dynamics`` (recorded by the test's own pycyphal node, compared at equal
-times by interpolating the leader's samples) and from the follower's registers — never from wall-clock speed.
+One pair per transport runs every scenario in sequence (process launches dominate the run time): gear-in to the
+moving leader, the relation at constant velocity, a stray setpoint and a second publisher on the leader's subjects,
+a rest-to-rest move faster than the follower can follow, the leader killed mid-move; over UDP the leader is then
+restarted. Verdicts come from both nodes' timestamped ``dynamics`` (recorded by the test's own pycyphal node,
+compared at equal times by interpolating the leader's samples) and from the follower's registers — never from
+wall-clock speed.
 """
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +29,24 @@ from tests.coord.test_system import _bus, _env, _udpmc
 from tests.mimic.recorder import Recorder
 from tests.procs import BIN, RegisterClient, popen, wait_for
 
-LEADER, FOLLOWER = 61, 62
+LEADER, FOLLOWER, STRAY = 61, 62, 63
 SP, DYN, FB, F_DYN, F_SP, F_READY = 3601, 3602, 3603, 3612, 3611, 3614
 DEADMAN_S = 1.0
+V_LIM, A_LIM, J_LIM = 10.0, 40.0, 400.0
+LIMITS = dict(SERVO__PROFILE__VELOCITY=f"-{V_LIM} {V_LIM}", SERVO__PROFILE__ACCELERATION=f"-{A_LIM} {A_LIM}",
+              SERVO__PROFILE__JERK=str(J_LIM))
+STALL_S = 0.01
+"""A gap this long between the follower's successive distinct dynamics stamps (its loop's tick times): its loop may
+have missed ticks there (a loaded host), so the joint's catch-up after it is not judged (see ``judge_joint``)."""
+
+
+def servo_command(position: float, velocity: float) -> Any:
+    import zubax.physics.dynamics
+    import zubax.physics.kinematics
+    import zubax.telega
+
+    kin = zubax.physics.kinematics.DoF2nd_1_0(position=position, velocity=velocity)
+    return zubax.telega.ServoCommand_1_0(target=zubax.physics.dynamics.DoF2nd_1_0(kinematics=kin, force=0.0))
 
 
 @dataclass
@@ -40,6 +61,8 @@ class Pair:
     follower_regs: RegisterClient
     stack: ExitStack
     leader: subprocess.Popen[str] | None = None
+    motion: list[dict[str, Any]] = field(default_factory=list)
+    """The follower's ``sys.motion`` polled while it follows (its reference)."""
 
     def relation(self, p: np.ndarray) -> np.ndarray:
         return self.m * (p - self.ref) + self.off
@@ -50,9 +73,8 @@ class Pair:
                    SERVO__DYNAMICS_RATE="200", SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S))
         self.leader = self.stack.enter_context(
             popen([str(BIN / "servo-node"), "run", "--registry", str(self.tmp / "leader.db")], env))
-        wait_for(lambda: self.leader_regs.read("uavcan.node.id") == [LEADER], 120, what="leader up")
 
-    def pub(self, subject: int, dtype: str, value: str, node_id: int = 120) -> subprocess.Popen[str]:
+    def y_pub(self, subject: int, dtype: str, value: str, node_id: int = 120) -> subprocess.Popen[str]:
         """A background ``y pub`` at 20 Hz (ended with the test, or by :func:`end`)."""
         env = {k: v for k, v in _env(self.bus).items() if not k.startswith(("SERVO__", "SIM__"))}
         env["UAVCAN__NODE__ID"] = str(node_id)
@@ -63,12 +85,35 @@ class Pair:
             env["YAKUT_TRANSPORT"] = yakut_transport_expression(group, node_id)
         return self.stack.enter_context(popen([str(BIN / "y"), "pub", "-T", "0.05", f"{subject}:{dtype}", value], env))
 
-    def command_leader(self, position: str, velocity: float, node_id: int = 120) -> subprocess.Popen[str]:
-        return self.pub(SP, "zubax.telega.ServoCommand",
-                        f"{{target: {{kinematics: {{position: {position}, velocity: {velocity}}}}}}}", node_id)
-
     def mimic(self) -> dict[str, Any]:
         return dict(self.follower_regs.json("sys.mimic"))
+
+    def err_now(self) -> float:
+        """max |follower − relation(leader)| over the latest 0.2 s that both nodes' samples cover."""
+        t_end = min(self.rec.latest(0)[0], self.rec.latest(1)[0])
+        return float(np.abs(relation_error(self, t_end - 0.2, t_end)[1]).max())
+
+    @contextmanager
+    def polling_motion(self) -> Iterator[None]:
+        """Poll the follower's ``sys.motion`` (its reference) in the background meanwhile."""
+        poller = RegisterClient(self.bus, FOLLOWER, client_node_id=116)
+        done = threading.Event()
+
+        def poll() -> None:
+            while not done.is_set():
+                try:
+                    self.motion.append(poller.json("sys.motion"))
+                except AssertionError:  # A read lost on a loaded host: the next one.
+                    pass
+
+        thread = threading.Thread(target=poll, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(10)
+            poller.close()
 
 
 def end(proc: subprocess.Popen[str]) -> None:
@@ -77,25 +122,25 @@ def end(proc: subprocess.Popen[str]) -> None:
 
 
 @contextmanager
-def mimic_pair(bus: Mapping[str, str], tmp: Path, m: float, off: float, ref: float,
-               **follower: str) -> Iterator[Pair]:
-    """A follower (readiness-gated) and a leader, both up; the test records both nodes' dynamics."""
+def mimic_pair(bus: Mapping[str, str], tmp: Path, m: float, off: float, ref: float) -> Iterator[Pair]:
+    """A follower (readiness-gated) and a leader, started together; the test records both nodes' dynamics."""
     with ExitStack() as stack:
         env = _env(bus, UAVCAN__NODE__ID=str(FOLLOWER), UAVCAN__SUB__MIMIC_LEADER__ID=str(DYN),
                    UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(FB), UAVCAN__PUB__DYNAMICS__ID=str(F_DYN),
                    UAVCAN__SUB__SETPOINT_SERVO__ID=str(F_SP), UAVCAN__SUB__READINESS__ID=str(F_READY),
                    SERVO__DYNAMICS_RATE="500", SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S),
                    SERVO__MIMIC__MULTIPLIER=str(m), SERVO__MIMIC__OFFSET=str(off), SERVO__MIMIC__REFERENCE=str(ref),
-                   **follower)
+                   **LIMITS)
         stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "follower.db")], env))
         leader_regs = RegisterClient(bus, LEADER, client_node_id=118)
         follower_regs = RegisterClient(bus, FOLLOWER, client_node_id=119)
         stack.callback(leader_regs.close)
         stack.callback(follower_regs.close)
-        rec = Recorder(bus, [DYN, F_DYN], node_id=117)
+        rec = Recorder(bus, [DYN, F_DYN], node_id=117, sources=[LEADER, FOLLOWER])
         stack.callback(rec.close)
         pair = Pair(dict(bus), tmp, m, off, ref, rec, leader_regs, follower_regs, stack)
         pair.start_leader()
+        wait_for(lambda: leader_regs.read("uavcan.node.id") == [LEADER], 120, what="leader up")
         wait_for(lambda: follower_regs.read("uavcan.node.id") == [FOLLOWER], 120, what="follower up")
         yield pair
 
@@ -114,7 +159,7 @@ def leader_latency_s(pair: Pair) -> float:
     return float(np.median(lead[:, 4] - lead[:, 0]))
 
 
-def _constant_window(pair: Pair, v: float, span_s: float) -> tuple[float, float]:
+def constant_window(pair: Pair, v: float, span_s: float) -> tuple[float, float]:
     """The latest ``span_s`` of the follower's samples during which every leader sample moved at ``v``."""
     lead = pair.rec.series(0)
     t_end = min(pair.rec.latest(1)[0], lead[-1, 0])
@@ -123,85 +168,154 @@ def _constant_window(pair: Pair, v: float, span_s: float) -> tuple[float, float]
     return t_end - span_s, t_end
 
 
-UDPMC_OPEN = pytest.mark.xfail(strict=False, reason="open: over udpmc the gear-in check saw |Δv/Δt| 100 over 50 ms "
-                               "(the joint at its force limit) on a loaded host; not yet explained")
+def judge_reference(motion: list[dict[str, Any]]) -> None:
+    """The follower's reference (what its loop commands, polled from ``sys.motion``) within its own limits."""
+    refs = np.array([[float(x) for x in m["ref"]] for m in motion if m.get("engaged")]).reshape(-1, 3)
+    print(f"reference: {len(refs)} polls, |v_ref| max {np.abs(refs[:, 1]).max():.4g} (limit {V_LIM:g}), "
+          f"|a_ref| max {np.abs(refs[:, 2]).max():.4g} (limit {A_LIM:g})")
+    assert len(refs) >= 10, "too few polls of sys.motion"
+    assert np.abs(refs[:, 1]).max() <= V_LIM * (1 + 1e-6)
+    assert np.abs(refs[:, 2]).max() <= A_LIM * (1 + 1e-6)
 
 
-@pytest.mark.parametrize("bus", [_bus, pytest.param(_udpmc, marks=UDPMC_OPEN)], ids=["udp", "udpmc"])
-def test_follower_keeps_the_relation(bus: Any, tmp_path: Path) -> None:
+def judge_joint(fol: np.ndarray, t_from: float, t_to: float) -> None:
+    """The joint's measured velocity, and its velocity change over 50 ms (a step in the command would show as its
+    size / 50 ms), within the follower's limits plus the tracking margin — where its loop kept time.
+
+    After the loop missed ticks (the process descheduled on a loaded host) the embedded joint has run the gap on the
+    last command while the reference moved on, and the velocity law ``v_ref + k·e`` catches up at the joint's force
+    limit: the host's stall, not the command, sets that acceleration (a SIGSTOP of the follower for 150 ms during
+    gear-in shows |Δv/Δt| 100 and |v| 17 while the reference stays within 40 and 10). Such stretches are not judged;
+    the reference is judged throughout (:func:`judge_reference`).
+    """
+    f = fol[(fol[:, 0] >= t_from) & (fol[:, 0] <= t_to)]
+    stamps = np.unique(f[:, 0])
+    gaps = np.flatnonzero(np.diff(stamps) > STALL_S)
+    stalls = [(stamps[i], stamps[i + 1] + 0.15) for i in gaps]  # The gap and the catch-up after it.
+
+    def kept_time(a: float, b: float) -> bool:
+        return not any(a < s1 and b > s0 for s0, s1 in stalls)
+
+    grid = np.arange(f[0, 0], f[-1, 0] - 0.05, 0.05)
+    v_grid = np.interp(grid, f[:, 0], f[:, 2])
+    accel = np.abs(np.diff(v_grid)) / 0.05
+    judged = np.array([kept_time(a, a + 0.05) for a in grid[:-1]])
+    v_ok = np.array([kept_time(t, t) for t in f[:, 0]])
+    print(f"joint: {judged.sum()} of {len(judged)} 50 ms windows judged ({len(stalls)} stalls > {STALL_S * 1e3:g} ms, "
+          f"longest {np.diff(stamps).max() * 1e3:.1f} ms); |Δv/Δt| max {accel[judged].max():.4g} judged, "
+          f"{accel.max():.4g} all (limit {A_LIM:g}); |v| max {np.abs(f[v_ok, 2]).max():.4g} judged (limit {V_LIM:g})")
+    assert judged.sum() >= 10, "the follower's loop missed ticks almost throughout (host overloaded?)"
+    # The velocity law v_ref + k·e on a loop ticking on time: a 10 % tracking margin on velocity, 25 % on Δv/Δt.
+    assert np.abs(f[v_ok, 2]).max() <= V_LIM * 1.1
+    assert accel[judged].max() <= A_LIM * 1.25, "a step in the follower's velocity"
+
+
+@pytest.mark.parametrize("bus", [_bus, _udpmc], ids=["udp", "udpmc"])
+def test_follower_keeps_the_relation(bus: Callable[[], dict[str, str]], tmp_path: Path) -> None:
     """Gear-in while the leader moves, the relation at constant velocity (offset and reference honoured), setpoints
-    ignored, a rest-to-rest move, the leader killed mid-move and restarted."""
-    m, off, ref = (5.0, 0.3, 0.1) if bus is _bus else (-2.0, 1.0, -0.5)
-    limits = dict(SERVO__PROFILE__VELOCITY="-10 10", SERVO__PROFILE__ACCELERATION="-40 40", SERVO__PROFILE__JERK="400")
-    with mimic_pair(bus(), tmp_path, m, off, ref, **limits) as pair:
+    and a second publisher on the leader's subjects ignored, a rest-to-rest move faster than the follower can
+    follow, the leader killed mid-move; over UDP the leader restarted."""
+    import zubax
+    import zubax.physics.dynamics
+    import zubax.physics.kinematics
+    import zubax.service
+    from pycyphal.application.heartbeat_publisher import Health
+
+    from servo_node.reports import feedback_message
+
+    udp = bus is _bus
+    m, off, ref = (5.0, 0.3, 0.1) if udp else (-2.0, 1.0, -0.5)
+    with mimic_pair(bus(), tmp_path, m, off, ref) as pair:
+        rec = pair.rec
         v_l = 0.5
-        lead_cmd = pair.command_leader(".inf", v_l)
-        wait_for(lambda: abs(pair.rec.latest(0)[2] - v_l) < 1e-3, 60, what="leader at constant velocity")
-        assert abs(pair.rec.latest(1)[2]) < 1e-6, "the follower moved without readiness"
-        # Gear-in to the moving leader.
-        pair.pub(F_READY, "zubax.service.Readiness", "3", node_id=121)
-        wait_for(lambda: pair.mimic()["following"], 60, what="following")
-        t_in = pair.rec.latest(1)[0]
-        wait_for(lambda: abs(pair.mimic()["err"]) < 1e-4, 30, what="converged")
-        time.sleep(1.5)
-        fol = pair.rec.series(1)
-        after = fol[fol[:, 0] >= t_in - 0.5]
-        # Velocity change over 50 ms windows: a step in the command would show as its size / 50 ms; a stall of the
-        # loaded host (the embedded joint catching up at its force limit) does not.
-        grid = np.arange(after[0, 0], after[-1, 0], 0.05)
-        accel = np.abs(np.diff(np.interp(grid, after[:, 0], after[:, 2]))) / 0.05
-        print(f"gear-in: follower |v| max {np.abs(after[:, 2]).max():.4g} (limit 10), |Δv/Δt| max {accel.max():.4g}"
-              " (limit 40)")
-        # The reference stays within the limits exactly (tests/mimic/test_loop.py); the joint tracks it with the
-        # velocity law v_ref + k·e, so a loop stalled by the host's load overshoots by k·e: a 10 % tracking margin.
-        assert np.abs(after[:, 2]).max() <= 10 * 1.1
-        assert accel.max() <= 40 * 1.25, "a step in the follower's velocity"
-        # The relation at constant leader velocity, compared at equal times.
-        t0, t1 = _constant_window(pair, v_l, 1.0)
-        _, err = relation_error(pair, t0, t1)
-        latency = leader_latency_s(pair)
-        uncompensated = abs(m * v_l * latency)
-        print(f"relation error at constant velocity: median {np.median(np.abs(err)):.3e}, p95 "
-              f"{np.percentile(np.abs(err), 95):.3e}; uncompensated m·v·L = {uncompensated:.3e} "
-              f"(L {latency * 1e3:.2f} ms)")
-        assert np.median(np.abs(err)) <= 0.1 * uncompensated
-        # A setpoint to the follower is ignored (counted, reason given) and moves nothing off the relation.
-        pair.pub(F_SP, "uavcan.primitive.scalar.Real32", "100", node_id=122)
-        wait_for(lambda: pair.follower_regs.json("sys.counters")["ignored_mimic"] > 0, 30, what="setpoint counted")
-        assert pair.mimic()["following"] and abs(pair.mimic()["err"]) < 1e-3
-        # Rest to rest: the leader to a position within the follower's limits through the relation.
-        end(lead_cmd)
-        p_goal = round(float(pair.rec.latest(0)[1]) + 0.4, 1)
-        lead_cmd = pair.pub(SP, "zubax.telega.ServoCommand", f"{{target: {{kinematics: {{position: {p_goal}}}}}, "
-                            "profile_velocity_reverse_forward: [-1, 1], profile_deceleration_acceleration: [-4, 4], "
-                            "profile_jerk: 40}")
-        wait_for(lambda: abs(pair.rec.latest(0)[1] - p_goal) < 1e-4 and abs(pair.rec.latest(1)[2]) < 1e-5, 30,
-                 what="both at rest")
-        f_end = pair.rec.latest(1)[1]
-        stroke = abs(pair.relation(np.array(p_goal)) - pair.relation(np.array(p_goal - 0.4)))
+        lead_cmd = pair.y_pub(SP, "zubax.telega.ServoCommand",
+                              f"{{target: {{kinematics: {{position: .inf, velocity: {v_l}}}}}}}")
+        wait_for(lambda: abs(rec.latest(0)[2] - v_l) < 1e-3, 60, what="leader at constant velocity")
+        assert abs(rec.latest(1)[2]) < 1e-6, "the follower moved without readiness"
+        # Gear-in to the moving leader (the follower starts far from the relation: it runs at its limits).
+        with pair.polling_motion():
+            rec.repeat(F_READY, lambda: zubax.service.Readiness_1_0(value=3), 0.05)
+            wait_for(lambda: pair.mimic()["following"], 60, what="following")
+            t_in = rec.latest(1)[0]
+            wait_for(lambda: abs(pair.mimic()["err"]) < 1e-4, 30, what="converged")
+            time.sleep(1.0)
+            # The relation at constant leader velocity, compared at equal times.
+            t0, t1 = constant_window(pair, v_l, 1.0)
+            _, err = relation_error(pair, t0, t1)
+            latency = leader_latency_s(pair)
+            uncompensated = abs(m * v_l * latency)
+            print(f"relation error at constant velocity: median {np.median(np.abs(err)):.3e}, p95 "
+                  f"{np.percentile(np.abs(err), 95):.3e}; uncompensated m·v·L = {uncompensated:.3e} "
+                  f"(L {latency * 1e3:.2f} ms)")
+            assert np.median(np.abs(err)) <= 0.1 * uncompensated
+            # A stray setpoint on the follower is ignored (counted, reason given); a second publisher on the leader's
+            # subjects (far away, claiming to be engaged) is counted and reported, and never followed.
+            stop_sp = rec.repeat(F_SP, lambda: servo_command(100.0, 0.0), 0.05)
+
+            def stray_dynamics() -> Any:
+                kin = zubax.physics.kinematics.DoF3rd_1_0(
+                    base=zubax.physics.kinematics.DoF2nd_1_0(position=100.0, velocity=0.0), acceleration=0.0)
+                stamp = zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6))
+                return zubax.physics.dynamics.DoF3rdTs_1_0(timestamp=stamp,
+                                                           value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin))
+
+            stray = Recorder(pair.bus, [], node_id=STRAY)
+            pair.stack.callback(stray.close)
+            stop_stray = [stray.repeat(DYN, stray_dynamics, 0.02),
+                          stray.repeat(FB, lambda: feedback_message(True, Health.NOMINAL, 0.0), 0.1)]
+            wait_for(lambda: pair.mimic()["sources"] == 2 and pair.mimic()["foreign"] > 10
+                     and pair.follower_regs.json("sys.counters")["ignored_mimic"] > 0, 30, what="both counted")
+            mim = pair.mimic()
+            print(f"stray publishers: {mim}")
+            assert mim["following"] and mim["leader"] == LEADER and pair.err_now() < 1e-3
+            for stop in (stop_sp, *stop_stray):
+                stop()
+            wait_for(lambda: pair.mimic()["sources"] == 1, 30, what="one source again")
+            # Rest to rest, the leader faster than the follower can follow (it lags, then catches up).
+            end(lead_cmd)
+            lags = pair.mimic()["lags"]
+            p_goal = round(float(rec.latest(0)[1]) + 1.0, 1)
+            v_fast = 1.2 * V_LIM / abs(m)
+            lead_cmd = pair.y_pub(SP, "zubax.telega.ServoCommand",
+                                  f"{{target: {{kinematics: {{position: {p_goal}}}}}, profile_velocity_reverse_forward:"
+                                  f" [-{v_fast:.3g}, {v_fast:.3g}], profile_deceleration_acceleration: [-30, 30], "
+                                  "profile_jerk: 300}")
+            wait_for(lambda: abs(rec.latest(0)[1] - p_goal) < 1e-4 and abs(rec.latest(1)[2]) < 1e-5, 30,
+                     what="both at rest")
+            t_rest = rec.latest(1)[0]
+        f_end = rec.latest(1)[1]
+        stroke = abs(m * 1.0)
         print(f"rest to rest: relation error {abs(f_end - pair.relation(np.array(p_goal))):.2e} (stroke {stroke:.3g})")
-        assert abs(f_end - pair.relation(np.array(p_goal))) <= 1e-3 * max(stroke, 1.0)
+        assert abs(f_end - pair.relation(np.array(p_goal))) <= 1e-3 * stroke
+        assert pair.mimic()["lags"] > lags, "the leader was faster than the follower: lag not flagged"
+        judge_reference(pair.motion)
+        judge_joint(rec.series(1), t_in - 0.5, t_rest)
         # The leader killed mid-move: the follower stops on its own (deadman + jerk-limited stop), then holds.
         end(lead_cmd)
-        lead_cmd = pair.command_leader(".inf", v_l)
-        wait_for(lambda: abs(pair.rec.latest(1)[2] - m * v_l) < 1e-3, 60, what="following at speed")
+        stop_lead = rec.repeat(SP, lambda: servo_command(math.inf, v_l), 0.05)
+        wait_for(lambda: abs(rec.latest(1)[2] - m * v_l) < 1e-3, 60, what="following at speed")
         assert pair.leader is not None
         pair.leader.kill()
         pair.leader.wait(10)
-        t_kill = pair.rec.latest(0)[0]
-        wait_for(lambda: abs(pair.rec.latest(1)[2]) < 1e-5 and not pair.mimic()["following"], 30, what="stopped")
-        fol = pair.rec.series(1)
+        stop_lead()
+        t_kill = rec.latest(0)[0]
+        wait_for(lambda: abs(rec.latest(1)[2]) < 1e-5 and not pair.mimic()["following"], 30, what="stopped")
+        fol = rec.series(1)
         moving = fol[(fol[:, 0] > t_kill) & (np.abs(fol[:, 2]) > 1e-3)]
         stopped_after = moving[-1, 0] - t_kill if len(moving) else 0.0
         status = pair.follower_regs.json("sys.status")["servo"]
         print(f"leader killed: follower at rest {stopped_after:.3f} s after the leader's last sample; {status}")
         assert "lost leader" in pair.mimic()["stop"] and "lost leader" in status["reason"]
         assert stopped_after <= DEADMAN_S + 0.5 + 1.0  # deadman + the stop (v 2.5 at 40/s², 400/s³) + slack
+        if not udp:
+            return
         # Restarted, the leader is not engaged: nothing moves until it is commanded, then the follower gears in.
-        end(lead_cmd)
-        p_hold = pair.rec.latest(1)[1]
+        p_hold = rec.latest(1)[1]
         pair.start_leader()
-        time.sleep(1.5)
-        assert abs(pair.rec.latest(1)[1] - p_hold) < 1e-4 and not pair.mimic()["following"]
-        pair.command_leader(str(round(float(pair.rec.latest(0)[1]) + 0.2, 1)), 0.0)
+        wait_for(lambda: pair.leader_regs.read("uavcan.node.id") == [LEADER], 120, what="leader up again")
+        time.sleep(1.0)
+        assert abs(rec.latest(1)[1] - p_hold) < 1e-4 and not pair.mimic()["following"]
+        p_goal = round(float(rec.latest(0)[1]) + 0.2, 1)
+        rec.repeat(SP, lambda: servo_command(p_goal, 0.0), 0.05)
         wait_for(lambda: pair.mimic()["following"], 60, what="re-engaged")
+        wait_for(lambda: abs(rec.latest(0)[1] - p_goal) < 1e-4 and pair.err_now() < 1e-3, 30, what="re-converged")

@@ -36,7 +36,7 @@ def main() -> None:
     args = ap.parse_args()
     dsdl.ensure_compiled()
     from tests.mimic.recorder import Recorder
-    from tests.procs import BIN, BusThread, base_env, popen, wait_for
+    from tests.procs import BIN, BusThread, base_env, popen, stop, wait_for
 
     class Relay(BusThread):
         """Forwards the leader's dynamics and feedback after ``delay`` seconds (message unchanged, stamp kept)."""
@@ -84,19 +84,38 @@ def main() -> None:
         env = base_env(**bus, UAVCAN__NODE__ID=str(LEADER), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SP),
                        UAVCAN__PUB__DYNAMICS__ID=str(DYN), UAVCAN__PUB__FEEDBACK__ID=str(FB),
                        SERVO__DYNAMICS_RATE="200", SERVO__DEADMAN_TIMEOUT="1")
-        stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "l.db")], env))
-        for node_id, dyn, comp in ((COMP, DYN_C, "true"), (PLAIN, DYN_P, "false")):
+        procs = [stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "l.db")], env))]
+        for node_id, dyn, comp in ((COMP, DYN_C, "1"), (PLAIN, DYN_P, "0")):
             env = base_env(**bus, UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__MIMIC_LEADER__ID=str(DYN_R),
                            UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(FB_R), UAVCAN__PUB__DYNAMICS__ID=str(dyn),
                            SERVO__DYNAMICS_RATE="500", SERVO__DEADMAN_TIMEOUT="1", SERVO__MIMIC__MULTIPLIER=str(M),
                            SERVO__MIMIC__OFFSET=str(OFF), SERVO__MIMIC__REFERENCE=str(REF),
-                           SERVO__MIMIC__COMPENSATION=comp, SERVO__PROFILE__VELOCITY="-10 10")
-            stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / f"{node_id}.db")], env))
+                           SERVO__MIMIC__COMPENSATION=comp, SERVO__PROFILE__VELOCITY="-10 10",
+                           SERVO__PROFILE__ACCELERATION="-40 40", SERVO__PROFILE__JERK="400")
+            cmd = [str(BIN / "servo-node"), "run", "--registry", str(tmp / f"{node_id}.db")]
+            procs.append(stack.enter_context(popen(cmd, env)))
+        # The leader moves once both followers are up: they gear in from near the relation, not from far behind.
+        try:
+            wait_for(lambda: all(len(rec.series(i)) > 0 for i in (0, 1, 2)), 180, what="all three nodes up")
+        except AssertionError:
+            for p in procs:
+                print(p.args, stop(p)[-3000:], file=sys.stderr)
+            raise
         pub_env = {k: v for k, v in base_env(**bus).items() if not k.startswith(("SERVO__", "SIM__"))}
         pub_env["UAVCAN__NODE__ID"] = "86"
         stack.enter_context(popen([str(BIN / "y"), "pub", "-T", "0.05", f"{SP}:zubax.telega.ServoCommand",
                                    f"{{target: {{kinematics: {{position: .inf, velocity: {V_L}}}}}}}"], pub_env))
-        wait_for(lambda: all(abs(rec.latest(i)[2] - M * V_L) < 1e-3 for i in (1, 2)), 180, what="both following")
+        try:
+            def following() -> bool:
+                if any(p.poll() is not None for p in procs):
+                    raise RuntimeError("a node exited")
+                return all(abs(rec.latest(i)[2] - M * V_L) < 1e-3 for i in (1, 2))
+
+            wait_for(following, 180, what="both following")
+        except (AssertionError, RuntimeError):
+            for p in procs:
+                print(p.args, stop(p)[-3000:], file=sys.stderr)
+            raise
         for ms in (float(x) for x in args.latencies.split(",")):
             relay.delay = ms * 1e-3
             time.sleep(1.0 + args.window)  # Settle after the change, then measure.

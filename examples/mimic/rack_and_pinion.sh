@@ -8,7 +8,11 @@
 set -e
 BIN=${BIN:-$(dirname "$(command -v servo-node)")}
 export UAVCAN__UDP__IFACE=${UAVCAN__UDP__IFACE:-127.0.0.1}
-trap 'kill $L $F 2>/dev/null; wait' INT TERM EXIT
+# Ctrl-C reaches both nodes as well (one process group): each makes its safe stop, the script waits for them. A TERM
+# to the script is forwarded once (a second signal would make a node skip its stop).
+trap 'wait; exit' INT
+trap 'kill -TERM $L $F 2>/dev/null; wait' TERM
+trap 'kill -TERM $L $F 2>/dev/null' EXIT
 UAVCAN__NODE__ID=73 UAVCAN__SUB__SETPOINT_SERVO__ID=3721 UAVCAN__PUB__DYNAMICS__ID=3722 \
   UAVCAN__PUB__FEEDBACK__ID=3723 SERVO__DYNAMICS_RATE=200 \
   "$BIN/servo-node" run --registry "${TMPDIR:-/tmp}/rack-leader.db" & L=$!

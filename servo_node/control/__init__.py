@@ -3,7 +3,8 @@
 :class:`ControlLoop` is the typed face of one axis's loop; :class:`ControlThread` the real-time thread that ticks
 one or more loops; :mod:`._kernel` the numba tick, whose stages live in :mod:`._stages`;
 :mod:`._layout` the shared arrays; :mod:`._link` the model of a bus drive's link (delays, prediction);
-:mod:`._mimic` the mimic relation (following a leader), fed through :mod:`._leader`.
+:mod:`._mimic` the mimic relation (following a leader; its reference frame in :mod:`._mimic_frame`), fed
+through :mod:`._leader`.
 """
 
 from ._leader import LeaderInput as LeaderInput

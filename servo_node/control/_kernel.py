@@ -1,6 +1,7 @@
 """The control tick and the real-time loop, compiled with numba ``nogil`` so the GIL can never stall them.
 
-One tick (:func:`tick`) at loop time ``now`` runs the stages of :mod:`._stages` in data-flow order:
+One tick (:func:`tick`) at loop time ``now`` runs the stages of :mod:`._stages` (and of :mod:`._mimic`) in
+data-flow order:
 
 1. **measure**: the drive's state (the embedded joint is stepped to ``now``; a bus drive's latest feedback), and
    for a bus drive the link model (:mod:`._link`: sends, measurement age, command delay);
@@ -23,9 +24,9 @@ from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._layout import LoopArrays
 from ._link import observe
+from ._mimic import follow_leader
 from ._stages import (
     control_law,
-    follow_leader,
     publish,
     reference,
     supervise_drive,

@@ -230,7 +230,11 @@ MI_REASON = 5  # why following ended (MIMIC_*); 0 while following or never engag
 MI_STOP_LATENCY = 6  # loop time of that stop − reception of the message (or of the last sample) that caused it [s]
 MI_EXTRAP = 7  # the interval the leader's sample was extrapolated over this tick [second]
 MI_ERROR = 8  # relation error: target − measured position at the measurement's time
-N_MIM = 9
+MI_GEAR_IN = 9  # 1: a mimic command was taken this tick; the mimic stage gears in from (MI_P0, MI_V0, MI_A0)
+MI_P0 = 10
+MI_V0 = 11
+MI_A0 = 12
+N_MIM = 13
 
 MIMIC_LOST = 1.0  # no leader sample within the deadman timeout
 MIMIC_DISENGAGED = 2.0  # the leader reported it is not engaged

@@ -14,7 +14,10 @@ never exceeds the follower's own velocity, acceleration or jerk. Where the relat
 (|v_T| beyond the velocity limits, |a_T| beyond the acceleration limit) the feed-forward is clamped, the follower
 runs at its limits and catches up jerk-limited when it can: ``MI_LAG`` and ``MI_LAG_COUNT`` say so.
 
-Pure numba on the loop's arrays; the stop that a lost or failing leader causes is in :mod:`._stages`.
+Two stages of the tick (:mod:`._kernel`): :func:`follow_leader` re-plans each tick and stops on a lost or failing
+leader (the stop itself is :mod:`._stages`'); it first gears in (:func:`gear_in`) when ``take_command`` took a mimic
+command this tick. The target frame the other stages read is in :mod:`._mimic_frame`. Pure numba on the loop's
+arrays.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ import numpy as np
 from numba import njit
 
 from .._seqlock import read_seqlocked
-from ..otg import plan_into, plan_velocity_into, sample_into
+from ..otg import plan_into, plan_velocity_into, profile_duration
 from . import _layout as L
 from ._layout import LoopArrays
+from ._mimic_frame import sample_relative
+from ._stages import E_FOLLOWING, E_INFEASIBLE, E_NONE, E_NUMERICAL, _engage, _set_error, start_stop, stop_from
 
 V_MARGIN = 1e-3
 """The clamped target velocity stays this fraction of the velocity range inside the limits (a valid plan)."""
@@ -56,15 +61,6 @@ def leader_target(now: float, A: LoopArrays) -> tuple[float, float, float, float
     p = p_l + dt * (v_l + 0.5 * a_l * dt)
     v = v_l + a_l * dt
     return m * (p - ld[L.LD_REF]) + ld[L.LD_OFFSET], m * v, m * a_l, dt
-
-
-@njit(cache=True, nogil=True)
-def add_target(A: LoopArrays, t: float, out: np.ndarray) -> None:
-    """Add the target's state at ``t`` after the plan start (``ST_T0``) to a relative sample ``out[0:3]``."""
-    mi = A.mim
-    out[0] += mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
-    out[1] += mi[L.MI_V] + mi[L.MI_A] * t
-    out[2] += mi[L.MI_A]
 
 
 @njit(cache=True, nogil=True)
@@ -121,26 +117,59 @@ def relation_error(A: LoopArrays, t_meas: float) -> float:
 
 
 @njit(cache=True, nogil=True)
-def publish_into(now: float, A: LoopArrays, following: bool) -> None:
-    """The mimic fields of ``out`` (inside the publisher's seqlock)."""
-    out, mi, st = A.out, A.mim, A.st
-    t = now - st[L.ST_T0]
-    if following:
-        out[L.O_MIM_TARGET] = mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
-        out[L.O_MIM_ERROR] = mi[L.MI_ERROR]
+def gear_in(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
+    """Engage mimic from (p0, v0, a0): gear in towards the relation under the follower's own limits, no step."""
+    st, out = A.st, A.out
+    take_leader(A)
+    A.mim[L.MI_REASON] = 0.0
+    A.mim[L.MI_STOP_LATENCY] = np.nan
+    status = replan(now, A, p0, v0, a0)
+    out[L.O_PLAN_STATUS] = status
+    out[L.O_REPAIRED] = 0.0
+    out[L.O_DURATION] = profile_duration(A.prof)
+    st[L.ST_PRE_BRAKE] = 0.0
+    if status == 0:
+        _engage(st, L.MODE_MIMIC, now)
+        st[L.ST_TRACK_MAX] = 0.0
+        st[L.ST_SETTLED] = np.nan
+        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
+            st[L.ST_ERROR] = E_NONE
     else:
-        out[L.O_MIM_TARGET] = np.nan
-        out[L.O_MIM_ERROR] = np.nan
-    out[L.O_MIM_LAG] = mi[L.MI_LAG] if following else 0.0
-    out[L.O_MIM_LAG_COUNT] = mi[L.MI_LAG_COUNT]
-    out[L.O_MIM_REASON] = mi[L.MI_REASON]
-    out[L.O_MIM_STOP_LATENCY] = mi[L.MI_STOP_LATENCY]
-    out[L.O_MIM_EXTRAP] = mi[L.MI_EXTRAP]
-    out[L.O_MIM_LEAD_AGE] = now - A.lead_c[L.LD_RX_T]
+        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        if st[L.ST_ENGAGED] != 0.0:
+            start_stop(now, A, p0, v0, a0)
 
 
 @njit(cache=True, nogil=True)
-def sample_relative(A: LoopArrays, t: float, out: np.ndarray) -> None:
-    """The reference at ``t`` after the plan start: the relative plan plus the target (mimic mode)."""
-    sample_into(A.prof, t, out)
-    add_target(A, t, out)
+def follow_leader(now: float, A: LoopArrays) -> None:
+    """Mimic: stop on a lost leader (deadman by the reception of its samples) or one that reports it disengaged or
+    failed (at the first tick after the node wrote that state); else re-plan towards the relation (:mod:`._mimic`)."""
+    st, mi, m = A.st, A.mim, A.meas
+    if mi[L.MI_GEAR_IN] != 0.0:  # A mimic command taken this tick (``_stages.take_command``).
+        mi[L.MI_GEAR_IN] = 0.0
+        gear_in(now, A, mi[L.MI_P0], mi[L.MI_V0], mi[L.MI_A0])
+    take_leader(A)
+    if st[L.ST_ENGAGED] == 0.0 or st[L.ST_MODE] != L.MODE_MIMIC:
+        return
+    reason, latency = verdict(now, A)
+    if reason != 0.0:
+        mi[L.MI_REASON] = reason
+        mi[L.MI_STOP_LATENCY] = latency
+        mi[L.MI_LAG] = 0.0
+        if reason == L.MIMIC_LOST:
+            st[L.ST_EXPIRED] = 1.0
+            st[L.ST_EXPIRED_AFTER] = now - A.lead_c[L.LD_RX_T]
+            st[L.ST_EXPIRED_AT] = now
+        stop_from(now, A)
+        return
+    ref = A.ref
+    sample_relative(A, now - st[L.ST_T0], ref)  # The reference now, under the plan of the previous tick.
+    status = replan(now, A, ref[0], ref[1], ref[2])
+    st[L.ST_T0] = now
+    A.out[L.O_DURATION] = profile_duration(A.prof)
+    if status != 0:
+        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        start_stop(now, A, ref[0], ref[1], ref[2])
+        return
+    t_m = m[L.M_T] - now if math.isfinite(m[L.M_T]) else 0.0
+    mi[L.MI_ERROR] = relation_error(A, t_m)

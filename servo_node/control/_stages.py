@@ -14,7 +14,10 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
   force. A stop that does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive
   keeps braking.
 
-Why one module of ~440 lines: the stages share the loop's array layout and numba compiles them into one tick;
+Mimic's own stages (gear-in, following the leader) are in :mod:`._mimic`; here only the reference in the frame
+moving with the leader (:mod:`._mimic_frame`) and the hand-over of a mimic command.
+
+Why one module of ~450 lines: the stages share the loop's array layout and numba compiles them into one tick;
 splitting them would spread one data flow over files that must change together.
 """
 
@@ -31,7 +34,7 @@ from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
 from . import _link as link
-from . import _mimic as mimic
+from . import _mimic_frame as mimic
 from ._layout import LoopArrays
 
 E_NONE = float(ErrorCode.NONE)
@@ -241,8 +244,8 @@ def take_command(now: float, A: LoopArrays) -> None:
         else:
             # Start from the actual state: no jump when (re-)engaging or when the joint is far off the reference.
             p0, v0, a0 = m[L.M_P], m[L.M_V], 0.0
-        if mode == L.MODE_MIMIC:
-            plan_mimic(now, A, p0, v0, a0)
+        if mode == L.MODE_MIMIC:  # Geared in by the mimic stage, next in this tick (control._mimic).
+            A.mim[L.MI_GEAR_IN], A.mim[L.MI_P0], A.mim[L.MI_V0], A.mim[L.MI_A0] = 1.0, p0, v0, a0
         else:
             plan_motion(now, A, p0, v0, a0)
     elif mode == L.MODE_STOP:
@@ -250,62 +253,6 @@ def take_command(now: float, A: LoopArrays) -> None:
             stop_from(now, A)
     elif mode == L.MODE_DISENGAGE:
         _disengage(st)
-
-
-@njit(cache=True, nogil=True)
-def plan_mimic(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
-    """Engage mimic from (p0, v0, a0): gear in towards the relation under the follower's own limits, no step."""
-    st, out = A.st, A.out
-    mimic.take_leader(A)
-    A.mim[L.MI_REASON] = 0.0
-    A.mim[L.MI_STOP_LATENCY] = np.nan
-    status = mimic.replan(now, A, p0, v0, a0)
-    out[L.O_PLAN_STATUS] = status
-    out[L.O_REPAIRED] = 0.0
-    out[L.O_DURATION] = profile_duration(A.prof)
-    st[L.ST_PRE_BRAKE] = 0.0
-    if status == 0:
-        _engage(st, L.MODE_MIMIC, now)
-        st[L.ST_TRACK_MAX] = 0.0
-        st[L.ST_SETTLED] = np.nan
-        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
-            st[L.ST_ERROR] = E_NONE
-    else:
-        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
-        if st[L.ST_ENGAGED] != 0.0:
-            start_stop(now, A, p0, v0, a0)
-
-
-@njit(cache=True, nogil=True)
-def follow_leader(now: float, A: LoopArrays) -> None:
-    """Mimic: stop on a lost leader (deadman by the reception of its samples) or one that reports it disengaged or
-    failed (at the first tick after the node wrote that state); else re-plan towards the relation (:mod:`._mimic`)."""
-    st, mi, m = A.st, A.mim, A.meas
-    mimic.take_leader(A)
-    if st[L.ST_ENGAGED] == 0.0 or st[L.ST_MODE] != L.MODE_MIMIC:
-        return
-    reason, latency = mimic.verdict(now, A)
-    if reason != 0.0:
-        mi[L.MI_REASON] = reason
-        mi[L.MI_STOP_LATENCY] = latency
-        mi[L.MI_LAG] = 0.0
-        if reason == L.MIMIC_LOST:
-            st[L.ST_EXPIRED] = 1.0
-            st[L.ST_EXPIRED_AFTER] = now - A.lead_c[L.LD_RX_T]
-            st[L.ST_EXPIRED_AT] = now
-        stop_from(now, A)
-        return
-    ref = A.ref
-    _sample_ref(A, now - st[L.ST_T0], ref)  # The reference now, under the plan of the previous tick.
-    status = mimic.replan(now, A, ref[0], ref[1], ref[2])
-    st[L.ST_T0] = now
-    A.out[L.O_DURATION] = profile_duration(A.prof)
-    if status != 0:
-        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
-        start_stop(now, A, ref[0], ref[1], ref[2])
-        return
-    t_m = m[L.M_T] - now if math.isfinite(m[L.M_T]) else 0.0
-    mi[L.MI_ERROR] = mimic.relation_error(A, t_m)
 
 
 @njit(cache=True, nogil=True)

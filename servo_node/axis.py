@@ -11,8 +11,9 @@ reporting again ends a drive error in STANDBY.
 Clocks: with ``loop_clock="real"`` the axis runs on ``time.monotonic``; with ``"simulated"`` the axis's time is
 the loop's simulated time, which only :meth:`Axis.advance` moves (deterministic tests).
 
-Why one module of ~480 lines: its parts (ports, intake task, supervision edges, safe stop) share the axis's
-state and lifecycle; the pure parts already live apart (:mod:`.intake`, :mod:`.reports`, :mod:`.arming`).
+Why one module of ~550 lines: its parts (ports, intake task, supervision edges, safe stop, and a follower's
+engagement on a leader sample through the same gate as a setpoint) share the axis's state and lifecycle; the pure
+parts already live apart (:mod:`.intake`, :mod:`.reports`, :mod:`.arming`, the follower's own in :mod:`.mimic`).
 """
 
 from __future__ import annotations
@@ -346,9 +347,7 @@ class Axis:
         """The one place where a setpoint commands the loop; returns True if it was applied (counted either way)."""
         c = self.counters
         if self._follower is not None:
-            c.setpoints_ignored_mimic += 1  # A follower moves with its leader only: a stray publisher can't fight it.
-            if c.setpoints_ignored_mimic == 1:
-                self._diag.report(f"{self.names.label}setpoints ignored: this axis follows a leader (mimic)")
+            self._follower.ignore_setpoint(c)  # It moves with its leader only: a stray publisher can't fight it.
             return False
         if self._loop is None or self._halting:
             c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
@@ -505,18 +504,9 @@ class Axis:
             return status_view(state, g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)
         # A follower: its motion is the relation (no setpoint); the lag flag and count, and why it stopped.
         m = MimicSample.read(self.loop.out) if self._loop is not None else None
-        f = self._follower
-        if f.fault:
-            reason = f.fault
-        elif state is ServoState.ENGAGED:
-            reason = f"following leader {f.leader_node_id}" + (" (lagging: beyond own limits)" if m and m.lag else "")
-        elif m is not None and m.stop_reason:
-            reason = m.stop_reason
-        else:
-            reason = f"leader {f.state_name}; " + g.reason
+        reason = self._follower.status_reason(m, state is ServoState.ENGAGED, g.reason)
         doc = status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s)
-        doc["servo"]["lag"] = bool(m.lag) if m else False
-        doc["servo"]["lags"] = m.lag_count if m else 0
+        doc["servo"].update(lag=bool(m.lag) if m else False, lags=m.lag_count if m else 0)
         return doc
 
     def mimic(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from .control import LeaderInput, MimicSample, Relation
 from .control import _layout as L
 from .diagnostics import Diagnostics, Severity
 from .intake import PUBLISHER_WINDOW_S, reception_time_s
-from .reports import REGISTER_STRING_MAX
+from .reports import REGISTER_STRING_MAX, AxisCounters
 from .setpoint import ProfileLimits, Setpoint
 
 LEADER_STATE_TIMEOUT_S = 3.0
@@ -219,6 +219,22 @@ class Follower:
                               f"node {self.leader_node_id} only, ignoring {others}")
         elif self.sources <= 1 < before:
             self._diag.report(f"{self._label}mimic: one publisher on the leader's subjects again", Severity.INFO)
+
+    def ignore_setpoint(self, counters: AxisCounters) -> None:
+        """A setpoint on a follower: counted, and the first one reported."""
+        counters.setpoints_ignored_mimic += 1
+        if counters.setpoints_ignored_mimic == 1:
+            self._diag.report(f"{self._label}setpoints ignored: this axis follows a leader (mimic)")
+
+    def status_reason(self, s: MimicSample | None, engaged: bool, gate_reason: str) -> str:
+        """``sys.status`` reason of a follower: its fault, its leader (lagging?), why it stopped, or the gate's."""
+        if self.fault:
+            return self.fault
+        if engaged:
+            return f"following leader {self.leader_node_id}" + (" (lagging: beyond own limits)" if s and s.lag else "")
+        if s is not None and s.stop_reason:
+            return s.stop_reason
+        return f"leader {self.state_name}; " + gate_reason
 
     @property
     def state_name(self) -> str:

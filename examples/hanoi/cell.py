@@ -130,13 +130,14 @@ def plan_task(boxes: int, cell: Cell | None = None) -> TaskPlan:
                 dst: int = dst) -> Segment:
             return Segment(kind, k, pose, forward(cell.arm, pose[:4]), box, src, dst, level)
 
-        def vertical(kind: str, peg: int, z_from: float, z_to: float, opening: float, last: str = "") -> None:
+        def vertical(kind: str, peg: int, z_from: float, z_to: float, opening: float, last: str = "",
+                     level: int = dst_level) -> None:
             nonlocal wander
             poses, w = _vertical(cell, peg, z_from, z_to, opening)
             wander = max(wander, w)
             for j, pose in enumerate(poses):
                 final = j == len(poses) - 1
-                segments.append(seg(last if final and last else kind, pose, dst_level if final and last else -1))
+                segments.append(seg(last if final and last else kind, pose, level if final and last else -1))
 
         segments.append(seg("approach", above[src]))
         vertical("descend", src, z_travel, z_pick, opened)

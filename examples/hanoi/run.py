@@ -44,8 +44,13 @@ _logger = logging.getLogger(__name__)
 
 SETTLE_TIMEOUT_S = 3.0
 """A segment must be verified this long after its planned end, else it is a violation."""
-REST_VELOCITY = 2e-3
-"""|v| [unit/s] below which a joint counts as settled for the check."""
+SEND_TIMEOUT_S = 10.0
+"""Reading the joints' limits and states and sending a move's setpoints must take less than this."""
+REST_VELOCITY = 1e-3
+"""|v| [unit/s] below which a joint counts as at rest for the check."""
+REST_SAMPLES = 3
+REST_CHECK_S = 0.02
+"""The joints are at rest when REST_SAMPLES successive checks, REST_CHECK_S apart, find them so."""
 
 
 class VerificationError(RuntimeError):
@@ -96,6 +101,14 @@ class ArmRun:
                                       bus.environment(bus.helper(0)), poll_hz=0.0)
         self._coords: dict[tuple[int, ...], Coordinator] = {}
         self._tasks: list[asyncio.Task[Any]] = []
+        self._holding: set[str] = set()
+        logging.getLogger("servo_node.coord._logic").addFilter(self._quiet_holds)
+
+    def _quiet_holds(self, record: logging.LogRecord) -> bool:
+        """Drop the coordinator's "did not take its setpoint" for a held joint: holding the target it already
+        has is the same setpoint again, which a node rightly does not re-plan."""
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg.startswith("%s did not take its setpoint") and args and args[0] in self._holding)
 
     @property
     def trace(self) -> Trace:
@@ -110,6 +123,7 @@ class ArmRun:
         for c in self._coords.values():
             c.close()
         await self.recorder.aclose()
+        logging.getLogger("servo_node.coord._logic").removeFilter(self._quiet_holds)
 
     def _coordinator(self, joints: tuple[int, ...]) -> Coordinator:
         if joints not in self._coords:
@@ -162,13 +176,14 @@ class ArmRun:
         async def run() -> None:
             try:
                 await coord.move(list(targets), sync, hold_s=None, on_sent=settle(sent), on_result=settle(done))
-            except (CoordError, ValueError) as ex:
+            except Exception as ex:  # Any failure of a move ends the run through the futures.
+                why = str(ex) if isinstance(ex, CoordError) else f"{type(ex).__name__}: {ex}"
                 for f in (sent, done):
                     if not f.done():
-                        f.set_exception(VerificationError(f"{', '.join(NAMES[k] for k in joints)}: {ex}"))
+                        f.set_exception(VerificationError(f"{', '.join(NAMES[k] for k in joints)}: {why}"))
 
         self._tasks.append(loop.create_task(run()))
-        await sent
+        await asyncio.wait_for(sent, SEND_TIMEOUT_S)
         return done
 
     async def segment(self, seg: Segment, prev: Pose, report: RunReport) -> None:
@@ -177,6 +192,7 @@ class ArmRun:
         moving = tuple(k for k in range(5) if f32(seg.target[k]) != f32(prev[k]))
         held = tuple(k for k in range(5) if k not in moving)
         await self._release()
+        self._holding = {NAMES[k] for k in held}
         if held:
             await self._start(held, [prev[k] for k in held], Sync.NONE)
         if not moving:
@@ -192,23 +208,25 @@ class ArmRun:
         await self._verify(seg, report)
 
     async def _verify(self, seg: Segment, report: RunReport) -> None:
-        """Wait for rest, then check FK (arm) or the opening (gripper) against the segment's target."""
+        """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` in :data:`REST_SAMPLES` successive
+        checks), then check FK (arm) and the opening (gripper) against the segment's target, once."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
-        while True:
-            p, v, _ = self.measured()
-            fk = forward(self.arm, (p[0], p[1], p[2], p[3]))
-            err = math.dist(fk, seg.grip_point)
-            grip_err = abs(p[4] - seg.target[4])
-            at_rest = all(abs(x) < REST_VELOCITY for x in v)
-            if at_rest and err <= self.fk_tolerance and grip_err <= self.grip_tolerance:
-                break
+        still = 0
+        while still < REST_SAMPLES:
+            _, v, _ = self.measured()
+            still = still + 1 if all(abs(x) < REST_VELOCITY for x in v) else 0
             if time.monotonic() > deadline:
-                raise VerificationError(
-                    f"{seg.describe()}: not verified {SETTLE_TIMEOUT_S:g} s after the move: grip point "
-                    f"{err * 1e3:.3f} mm from its target (tolerance {self.fk_tolerance * 1e3:g} mm), opening "
-                    f"{grip_err * 1e3:.3f} mm off (tolerance {self.grip_tolerance * 1e3:g} mm), velocities "
-                    + ", ".join(f"{x:.2g}" for x in v))
-            await asyncio.sleep(0.02)
+                raise VerificationError(f"{seg.describe()}: not at rest {SETTLE_TIMEOUT_S:g} s after the move "
+                                        f"(velocities {', '.join(f'{x:.2g}' for x in v)})")
+            await asyncio.sleep(REST_CHECK_S)
+        p, _, _ = self.measured()
+        err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), seg.grip_point)
+        grip_err = abs(p[4] - seg.target[4])
+        if err > self.fk_tolerance or grip_err > self.grip_tolerance:
+            raise VerificationError(
+                f"{seg.describe()}: at rest with the grip point {err * 1e3:.3f} mm from its target (tolerance "
+                f"{self.fk_tolerance * 1e3:g} mm) and the opening {grip_err * 1e3:.3f} mm off (tolerance "
+                f"{self.grip_tolerance * 1e3:g} mm)")
         report.worst_fk = max(report.worst_fk, err)
         if seg.kind == "place":
             report.placements.append(err)

@@ -39,6 +39,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="setpoint subject of the base (+k per joint); dynamics subjects start 10 above [6100]")
     ap.add_argument("--fk-tolerance", type=float, default=1.0, metavar="MM",
                     help="largest FK error of the grip point after a move [1 mm]")
+    ap.add_argument("--clearance", type=float, default=40.0, metavar="MM",
+                    help="height of a carried box over a full stack while travelling [40 mm]")
     ap.add_argument("--node-log", default="", help="append the nodes' output to this file")
     ap.add_argument("-v", "--verbose", action="store_true")
     return ap
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.boxes <= MAX_BOXES:
         print(f"hanoi: --boxes must be 1..{MAX_BOXES} (2^N − 1 moves)", file=sys.stderr)
         return 2
-    cell = Cell()
+    cell = Cell(clearance=args.clearance * 1e-3)
     try:
         plan = plan_task(args.boxes, cell)
     except UnreachableError as ex:
@@ -101,6 +103,7 @@ async def _run(args: argparse.Namespace, bus: Bus, cell: Cell, plan: TaskPlan) -
     try:
         async with run:
             await run.wait_for_nodes(180.0)
+            await run.prepare(plan)
             print(f"five nodes up after {time.monotonic() - t_start:.1f} s", flush=True)
             report = await run.execute(plan, progress)
             print(report.summary(), flush=True)

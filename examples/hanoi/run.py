@@ -44,7 +44,7 @@ _logger = logging.getLogger(__name__)
 
 SETTLE_TIMEOUT_S = 3.0
 """A segment must be verified this long after its planned end, else it is a violation."""
-SEND_TIMEOUT_S = 10.0
+SEND_TIMEOUT_S = 30.0
 """Reading the joints' limits and states and sending a move's setpoints must take less than this."""
 REST_VELOCITY = 1e-3
 """|v| [unit/s] below which a joint counts as at rest for the check."""
@@ -131,6 +131,22 @@ class ArmRun:
             self._coords[joints] = Coordinator([self.axes[k] for k in joints], self.bus.environment(node_id))
         return self._coords[joints]
 
+    @staticmethod
+    def joint_sets(plan: TaskPlan) -> list[tuple[int, ...]]:
+        """The sets of joints that move together, and those held meanwhile, over the plan (and all five)."""
+        sets = {tuple(range(5))}
+        prev = plan.home
+        for seg in plan.segments:
+            moving, held = _split(seg.target, prev)
+            sets.update(s for s in (moving, held) if s)
+            prev = seg.target
+        return sorted(sets)
+
+    async def prepare(self, plan: TaskPlan) -> None:
+        """Start every coordinator the plan needs (each joins the bus and loads the OTG) before the first move."""
+        coords = [self._coordinator(s) for s in self.joint_sets(plan)]
+        await asyncio.gather(*(c.start() for c in coords))
+
     def measured(self) -> tuple[list[float], list[float], float]:
         """Latest measured positions and velocities of the five joints, and the oldest sample's time."""
         p, v, t = [], [], []
@@ -188,9 +204,7 @@ class ArmRun:
 
     async def segment(self, seg: Segment, prev: Pose, report: RunReport) -> None:
         """One segment: hold the joints that keep their target, move the others together, verify."""
-        f32 = np.float32
-        moving = tuple(k for k in range(5) if f32(seg.target[k]) != f32(prev[k]))
-        held = tuple(k for k in range(5) if k not in moving)
+        moving, held = _split(seg.target, prev)
         await self._release()
         self._holding = {NAMES[k] for k in held}
         if held:
@@ -239,8 +253,9 @@ class ArmRun:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
+                await coord.start()
                 motions = await asyncio.gather(*(coord.motion(k) for k in range(5)))
-            except CoordError:
+            except (CoordError, ValueError, KeyError):
                 motions = []
             if motions and all(not m.get("engaged", True) for m in motions):
                 return True
@@ -279,3 +294,10 @@ class ArmRun:
             report.stacks = [list(s) for s in stacks.pegs]
         await self._release()
         return report
+
+
+def _split(target: Pose, prev: Pose) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(joints whose target changes, joints that keep it), as the nodes receive them (float32)."""
+    f32 = np.float32
+    moving = tuple(k for k in range(5) if f32(target[k]) != f32(prev[k]))
+    return moving, tuple(k for k in range(5) if k not in moving)

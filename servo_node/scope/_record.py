@@ -24,6 +24,10 @@ from ._trace import Trace
 _logger = logging.getLogger(__name__)
 
 
+READ_ATTEMPTS = 3
+"""Register reads are tried this often (``response_timeout`` each) before a value counts as missing."""
+
+
 class ScopeError(RuntimeError):
     """The scope cannot run: no transport, a bad subject."""
 
@@ -155,9 +159,13 @@ class ScopeRecorder:
         import uavcan.register
         from pycyphal.application.register import ValueProxy
 
-        t0 = time.time()
-        res = await self._client(node_id).call(uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name)))
-        t_mid = 0.5 * (t0 + time.time())
+        request = uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name))
+        for _ in range(READ_ATTEMPTS):
+            t0 = time.time()
+            res = await self._client(node_id).call(request)
+            t_mid = 0.5 * (t0 + time.time())
+            if res is not None:
+                break
         if res is None:
             return None, t_mid
         value = res[0].value

@@ -53,6 +53,11 @@ def _describe(plan: TaskPlan) -> str:
             f"≤ {plan.max_vertical_wander * 1e3:.1f} mm")
 
 
+def _dump_tasks() -> None:
+    for task in asyncio.all_tasks():
+        task.print_stack(limit=6, file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
@@ -91,6 +96,7 @@ async def _run(args: argparse.Namespace, bus: Bus, cell: Cell, plan: TaskPlan) -
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, main_task.cancel)
+    loop.add_signal_handler(signal.SIGUSR2, _dump_tasks)  # `kill -USR2 <pid>`: what is every task waiting for?
 
     def progress(seg: Segment, report: RunReport) -> None:
         if seg.kind == "place":

@@ -169,10 +169,17 @@ class ArmRun:
             await asyncio.sleep(0.1)
 
     async def _release(self) -> None:
-        """Stop repeating setpoints (the holds of the previous segment)."""
-        for t in self._tasks:
-            t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        """Stop repeating setpoints (the holds of the previous segment).
+
+        Cancelled again until done: a cancellation that arrives while a publication's ``asyncio.wait_for``
+        completes is lost on Python 3.11 (a known ``wait_for`` defect), and the coordinator's hold feeder would
+        then repeat its setpoints forever while the move waits for it.
+        """
+        pending = set(self._tasks)
+        while pending:
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.1)
         self._tasks.clear()
 
     async def _start(self, joints: tuple[int, ...], targets: Sequence[float], sync: Sync) -> asyncio.Future[Any]:
@@ -205,6 +212,7 @@ class ArmRun:
     async def segment(self, seg: Segment, prev: Pose, report: RunReport) -> None:
         """One segment: hold the joints that keep their target, move the others together, verify."""
         moving, held = _split(seg.target, prev)
+        _logger.info("%s: moving %s, holding %s", seg.describe(), [NAMES[k] for k in moving], [NAMES[k] for k in held])
         await self._release()
         self._holding = {NAMES[k] for k in held}
         if held:

@@ -227,16 +227,18 @@ class ArmRun:
             report.spreads.append(result.spread)
             report.deviations.append(result.reference_deviation)
             report.fallbacks += bool(result.plan.fallback)
-        await self._verify(seg, report)
+        await self._verify(seg, report, result.sent_at + result.plan.duration)
 
-    async def _verify(self, seg: Segment, report: RunReport) -> None:
+    async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
         """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` in :data:`REST_SAMPLES` successive
-        checks), then check FK (arm) and the opening (gripper) against the segment's target, once."""
+        checks of samples stamped after the planned arrival ``t_end``, system clock), then check FK (arm) and the
+        opening (gripper) against the segment's target, once."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         still = 0
         while still < REST_SAMPLES:
-            _, v, _ = self.measured()
-            still = still + 1 if all(abs(x) < REST_VELOCITY for x in v) else 0
+            _, v, t_oldest = self.measured()
+            fresh = t_oldest >= t_end
+            still = still + 1 if fresh and all(abs(x) < REST_VELOCITY for x in v) else 0
             if time.monotonic() > deadline:
                 raise VerificationError(f"{seg.describe()}: not at rest {SETTLE_TIMEOUT_S:g} s after the move "
                                         f"(velocities {', '.join(f'{x:.2g}' for x in v)})")

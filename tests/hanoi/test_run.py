@@ -60,7 +60,7 @@ def test_a_failed_check_stops_the_arm(tmp_path: Path) -> None:
 
 def test_out_of_reach_is_refused_before_anything_moves() -> None:
     """A travel height beyond the arm's reach: a clear error and exit code 2, before any node is started."""
-    res = _run("--boxes", "3", "--clearance", "400", "--figure", "", timeout=120)
+    res = _run("--boxes", "3", "--clearance", "600", "--figure", "", timeout=120)
     assert res.returncode == 2
     assert "3 boxes cannot be done with this arm, nothing moved: platform A at height" in res.stderr
     assert "the arm reaches" in res.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from servo_node.otg import plan
 from servo_node.scope import Trace, read_csv, write_csv
 from tests.procs import BIN, RegisterClient, base_env, popen, stop, wait_for
 
@@ -77,14 +78,21 @@ def test_scope_records_a_known_move(tmp_path: Path) -> None:
     t = np.asarray(joint.measured.t)
     p = np.asarray(joint.measured.columns["position"])
     v = np.asarray(joint.measured.columns["velocity"])
-    period = 1.0 / DYNAMICS_RATE_HZ
-    # The motion in the CSV is the node's plan: it leaves the start when the plan starts, arrives when it ends.
-    start = t[np.argmax(np.abs(p - p[0]) > 1e-4)]
-    arrived = t[np.argmax(np.abs(p - TARGET) < 2e-3)]
-    print(f"plan t0 {t0:.4f} T {T:.4f}; CSV: leaves at t0{start - t0:+.4f} s, arrives (2 mm) at t0+T"
-          f"{arrived - t0 - T:+.4f} s, final {p[-1]:.6f}, peak v {v.max():.4f}")
-    assert -period <= start - t0 <= 3 * period
-    assert abs(arrived - (t0 + T)) <= 0.05
+    # The motion in the CSV is the node's plan (the same OTG, from rest at the start), started at the node's t0:
+    # the recorded positions follow it, and arrive when it ends.
+    traj = plan(float(p[0]), 0.0, 0.0, TARGET, 0.0, -V_MAX, V_MAX, -A_MAX, A_MAX, JERK)
+    assert abs(traj.duration - T) < 1e-5
+    during = (t >= t0) & (t <= t0 + T + 0.2)
+    follow = max(abs(pi - traj.at(ti - t0)[0]) for ti, pi in zip(t[during], p[during], strict=True))
+    before = np.abs(p[t < t0 - 0.01] - p[0]).max()
+    at_end = p[np.argmax(t >= t0 + T)]
+    print(f"plan t0 {t0:.4f} T {T:.4f}; CSV: {np.count_nonzero(during)} samples during the plan, largest distance "
+          f"from it {follow:.2e}, moved {before:.1e} before t0, at t0 + T {at_end:.6f}, "
+          f"final {p[-1]:.6f}, peak v {v.max():.4f}")
+    assert np.count_nonzero(during) > 0.5 * DYNAMICS_RATE_HZ * T
+    # Tracking of the velocity law is ~1e-3 here; a host so loaded that the node's loop stalls shows more.
+    assert follow < 2e-2 and before < 1e-6
+    assert abs(at_end - TARGET) < 2e-2
     assert abs(p[-1] - TARGET) < 1e-3
     assert v.max() <= V_MAX * 1.02
     # The reference (sys.motion, polled) ends at the target; the setpoint's limits were recorded from sys.status.

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean dsdl-env
+.PHONY: demo test lint bench clean dsdl-env hanoi
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench
+	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples
 	$(BIN)/mypy
 
 ## Speed tables against the peer (Ruckig) and real time.
@@ -31,6 +31,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/plant.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/startup.py
+
+## Tower of Hanoi with five servo nodes (examples/hanoi, docs/hanoi.md): BOXES=3; writes hanoi.png.
+hanoi: $(STAMP)
+	$(BIN)/python -m examples.hanoi --boxes $(or $(BOXES),3) --figure hanoi.png
 
 ## Print the exports that make yakut use this project's DSDL.
 dsdl-env: $(STAMP)

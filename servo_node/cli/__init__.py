@@ -1,4 +1,4 @@
-"""The ``servo-node`` command: ``run`` (default), ``demo``, ``dsdl-env``, ``plot-otg``.
+"""The ``servo-node`` command: ``run`` (default), ``demo``, ``dsdl-env``, ``plot-otg``, ``scope``.
 
 Flags exist only for what is not a register; everything else is configured with registers, which may be set
 from environment variables (``UAVCAN__NODE__ID=125``, ``SERVO__PROFILE__JERK=200``, …) or written with yakut.
@@ -152,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("dsdl-env", help="print CYPHAL_PATH/PYCYPHAL_PATH exports so yakut uses this project's DSDL")
     sub.add_parser("warmup", help="compile the DSDL and every numba kernel into their caches, then exit")
     sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
+    sub.add_parser("scope", help="record nodes' dynamics to CSV and a figure (see `servo-node scope --help`)",
+                   add_help=False)
 
     args, rest = parser.parse_known_args(argv)
     from .._kernel_cache import invalidate_if_sources_changed
@@ -161,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..otg.plot import main as plot_main
 
         return plot_main(list(rest))
+    if args.command == "scope":
+        from ..scope._cmd import main as scope_main
+
+        return scope_main(list(rest))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(

@@ -1,0 +1,313 @@
+"""Execute a checked plan on the five servo nodes through ``servo_node.coord`` and verify it while it runs.
+
+Every segment is one coordinated move of the joints whose target changes (phase sync: they start together,
+arrive together and move along a straight line in joint space); the joints that keep their target are held at
+it by a second coordinator (each joint's own limits), so no node's deadman expires between or during moves.
+A coordinator is one pycyphal node per set of joints (created on first use; the sets repeat).
+
+Verification (all from the nodes' *measured* ``dynamics``, recorded by the scope):
+
+* after every arm segment the joints settle and FK of the measured φ1..φ4 must put the grip point within
+  ``fk_tolerance`` of the segment's target (the place segments are the placement errors reported);
+* after every gripper segment the measured opening must be within ``grip_tolerance`` of its target;
+* each place updates the stacks, which refuse an illegal move (:class:`~.tower.IllegalMoveError`); at the end
+  all boxes must be on C.
+
+Any violation (or a node refusing its setpoint, or a move that does not settle in time) stops everything: the
+setpoints stop, every node makes its own stop to rest (deadman), and :class:`VerificationError` is raised after the
+nodes report they are at rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from servo_node.coord import Sync
+from servo_node.coord._logic import Axis, CoordError, Coordinator, MoveResult
+from servo_node.scope import ScopeRecorder, Trace
+
+from .cell import Pose, Segment, TaskPlan
+from .joints import NAMES, Bus
+from .kinematics import ArmGeometry, forward
+from .tower import PLATFORMS, IllegalMoveError, Stacks
+
+_logger = logging.getLogger(__name__)
+
+SETTLE_TIMEOUT_S = 3.0
+"""A segment must be verified this long after its planned end, else it is a violation."""
+SEND_TIMEOUT_S = 30.0
+"""Reading the joints' limits and states and sending a move's setpoints must take less than this."""
+REST_VELOCITY = 1e-3
+"""|v| [unit/s] below which a joint counts as at rest for the check."""
+REST_SAMPLES = 3
+REST_CHECK_S = 0.02
+"""The joints are at rest when REST_SAMPLES successive checks, REST_CHECK_S apart, find them so."""
+
+
+class VerificationError(RuntimeError):
+    """The run was stopped: a check failed (the message says which, where and by how much)."""
+
+
+@dataclass
+class RunReport:
+    """What the run measured."""
+
+    segments: int = 0
+    placements: list[float] = field(default_factory=list)
+    """FK error of every place [m]."""
+    worst_fk: float = 0.0
+    """Largest FK error over all arm segments [m]."""
+    spreads: list[float] = field(default_factory=list)
+    """Arrival spread of every move of two or more joints [second]."""
+    deviations: list[float] = field(default_factory=list)
+    """Reference straight-line deviation of those moves (fraction of the stroke)."""
+    fallbacks: int = 0
+    run_s: float = math.nan
+    stacks: list[list[int]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        sp = sorted(self.spreads)
+        spread = (f"arrival spread over {len(sp)} coordinated moves: median {statistics.median(sp) * 1e3:.3f} ms, "
+                  f"max {sp[-1] * 1e3:.3f} ms" if sp else "no coordinated move of two or more joints")
+        return "\n".join([
+            f"{self.segments} segments in {self.run_s:.1f} s; final stacks "
+            + ", ".join(f"{p}: {s}" for p, s in zip(PLATFORMS, self.stacks, strict=True)),
+            f"placements verified by FK from measured joints: {len(self.placements)}, worst "
+            f"{max(self.placements, default=math.nan) * 1e3:.3f} mm (worst over every arm segment "
+            f"{self.worst_fk * 1e3:.3f} mm)",
+            spread + (f"; phase sync fell back to time sync {self.fallbacks} times" if self.fallbacks else ""),
+        ])
+
+
+class ArmRun:
+    """The five joints on the bus: coordinators per joint set, the scope recorder, the checks."""
+
+    def __init__(self, bus: Bus, arm: ArmGeometry, fk_tolerance: float = 1e-3, grip_tolerance: float = 5e-4):
+        self.bus = bus
+        self.arm = arm
+        self.fk_tolerance = fk_tolerance
+        self.grip_tolerance = grip_tolerance
+        self.axes = [Axis(bus.node(k), bus.setpoint(k), bus.dynamics(k), name) for k, name in enumerate(NAMES)]
+        self.recorder = ScopeRecorder([(bus.dynamics(k), name) for k, name in enumerate(NAMES)],
+                                      bus.environment(bus.helper(0)), poll_hz=0.0)
+        self._coords: dict[tuple[int, ...], Coordinator] = {}
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._holding: set[str] = set()
+        logging.getLogger("servo_node.coord._logic").addFilter(self._quiet_holds)
+
+    def _quiet_holds(self, record: logging.LogRecord) -> bool:
+        """Drop the coordinator's "did not take its setpoint" for a held joint: holding the target it already
+        has is the same setpoint again, which a node rightly does not re-plan."""
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg.startswith("%s did not take its setpoint") and args and args[0] in self._holding)
+
+    @property
+    def trace(self) -> Trace:
+        return self.recorder.trace
+
+    async def __aenter__(self) -> ArmRun:
+        await self.recorder.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._release()
+        for c in self._coords.values():
+            c.close()
+        await self.recorder.aclose()
+        logging.getLogger("servo_node.coord._logic").removeFilter(self._quiet_holds)
+
+    def _coordinator(self, joints: tuple[int, ...]) -> Coordinator:
+        if joints not in self._coords:
+            node_id = self.bus.helper(1 + len(self._coords))
+            self._coords[joints] = Coordinator([self.axes[k] for k in joints], self.bus.environment(node_id))
+        return self._coords[joints]
+
+    @staticmethod
+    def joint_sets(plan: TaskPlan) -> list[tuple[int, ...]]:
+        """The sets of joints that move together, and those held meanwhile, over the plan (and all five)."""
+        sets = {tuple(range(5))}
+        prev = plan.home
+        for seg in plan.segments:
+            moving, held = _split(seg.target, prev)
+            sets.update(s for s in (moving, held) if s)
+            prev = seg.target
+        return sorted(sets)
+
+    async def prepare(self, plan: TaskPlan) -> None:
+        """Start every coordinator the plan needs (each joins the bus and loads the OTG) before the first move."""
+        coords = [self._coordinator(s) for s in self.joint_sets(plan)]
+        await asyncio.gather(*(c.start() for c in coords))
+
+    def measured(self) -> tuple[list[float], list[float], float]:
+        """Latest measured positions and velocities of the five joints, and the oldest sample's time."""
+        p, v, t = [], [], []
+        for name in NAMES:
+            m = self.trace.axes[name].measured if name in self.trace.axes else None
+            if m is None or not m.t:
+                raise VerificationError(f"no dynamics from the {name}")
+            p.append(m.columns["position"][-1])
+            v.append(m.columns["velocity"][-1])
+            t.append(m.t[-1])
+        return p, v, min(t)
+
+    async def wait_for_nodes(self, timeout_s: float) -> None:
+        """Until every joint's dynamics arrive (the nodes are up)."""
+        deadline = time.monotonic() + timeout_s
+        while any(n not in self.trace.axes or not self.trace.axes[n].measured.t for n in NAMES):
+            if time.monotonic() > deadline:
+                silent = [n for n in NAMES if n not in self.trace.axes]
+                raise VerificationError(f"no dynamics from {', '.join(silent)} within {timeout_s:g} s")
+            await asyncio.sleep(0.1)
+
+    async def _release(self) -> None:
+        """Stop repeating setpoints (the holds of the previous segment).
+
+        Cancelled again until done: a cancellation that arrives while a publication's ``asyncio.wait_for``
+        completes is lost on Python 3.11 (a known ``wait_for`` defect), and the coordinator's hold feeder would
+        then repeat its setpoints forever while the move waits for it.
+        """
+        pending = set(self._tasks)
+        while pending:
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.1)
+        self._tasks.clear()
+
+    async def _start(self, joints: tuple[int, ...], targets: Sequence[float], sync: Sync) -> asyncio.Future[Any]:
+        """Start a coordinated move that holds its targets until released; the future gets its MoveResult."""
+        loop = asyncio.get_running_loop()
+        sent: asyncio.Future[Any] = loop.create_future()
+        done: asyncio.Future[Any] = loop.create_future()
+        coord = self._coordinator(joints)
+
+        def settle(f: asyncio.Future[Any]) -> Any:
+            def set_once(value: Any) -> None:
+                if not f.done():
+                    f.set_result(value)
+
+            return set_once
+
+        async def run() -> None:
+            try:
+                await coord.move(list(targets), sync, hold_s=None, on_sent=settle(sent), on_result=settle(done))
+            except Exception as ex:  # Any failure of a move ends the run through the futures.
+                why = str(ex) if isinstance(ex, CoordError) else f"{type(ex).__name__}: {ex}"
+                for f in (sent, done):
+                    if not f.done():
+                        f.set_exception(VerificationError(f"{', '.join(NAMES[k] for k in joints)}: {why}"))
+
+        self._tasks.append(loop.create_task(run()))
+        await asyncio.wait_for(sent, SEND_TIMEOUT_S)
+        return done
+
+    async def segment(self, seg: Segment, prev: Pose, report: RunReport) -> None:
+        """One segment: hold the joints that keep their target, move the others together, verify."""
+        moving, held = _split(seg.target, prev)
+        _logger.info("%s: moving %s, holding %s", seg.describe(), [NAMES[k] for k in moving], [NAMES[k] for k in held])
+        await self._release()
+        self._holding = {NAMES[k] for k in held}
+        if held:
+            await self._start(held, [prev[k] for k in held], Sync.NONE)
+        if not moving:
+            return
+        done = await self._start(moving, [seg.target[k] for k in moving], Sync.PHASE)
+        result: MoveResult = await asyncio.wait_for(done, 30.0)
+        if result.rejected:
+            raise VerificationError(f"{seg.describe()}: refused by {'; '.join(result.rejected)}")
+        if len(moving) >= 2:
+            report.spreads.append(result.spread)
+            report.deviations.append(result.reference_deviation)
+            report.fallbacks += bool(result.plan.fallback)
+        await self._verify(seg, report, result.sent_at + result.plan.duration)
+
+    async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
+        """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` in :data:`REST_SAMPLES` successive
+        checks of samples stamped after the planned arrival ``t_end``, system clock), then check FK (arm) and the
+        opening (gripper) against the segment's target, once."""
+        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        still = 0
+        while still < REST_SAMPLES:
+            _, v, t_oldest = self.measured()
+            fresh = t_oldest >= t_end
+            still = still + 1 if fresh and all(abs(x) < REST_VELOCITY for x in v) else 0
+            if time.monotonic() > deadline:
+                raise VerificationError(f"{seg.describe()}: not at rest {SETTLE_TIMEOUT_S:g} s after the move "
+                                        f"(velocities {', '.join(f'{x:.2g}' for x in v)})")
+            await asyncio.sleep(REST_CHECK_S)
+        p, _, _ = self.measured()
+        err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), seg.grip_point)
+        grip_err = abs(p[4] - seg.target[4])
+        if err > self.fk_tolerance or grip_err > self.grip_tolerance:
+            raise VerificationError(
+                f"{seg.describe()}: at rest with the grip point {err * 1e3:.3f} mm from its target (tolerance "
+                f"{self.fk_tolerance * 1e3:g} mm) and the opening {grip_err * 1e3:.3f} mm off (tolerance "
+                f"{self.grip_tolerance * 1e3:g} mm)")
+        report.worst_fk = max(report.worst_fk, err)
+        if seg.kind == "place":
+            report.placements.append(err)
+
+    async def safe_stop(self, timeout_s: float = 5.0) -> bool:
+        """Stop sending setpoints; every node stops on its own (deadman, then its stop to rest). True once all
+        report ``engaged: false`` at rest."""
+        await self._release()
+        coord = self._coordinator(tuple(range(5)))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                await coord.start()
+                motions = await asyncio.gather(*(coord.motion(k) for k in range(5)))
+            except (CoordError, ValueError, KeyError):
+                motions = []
+            if motions and all(not m.get("engaged", True) for m in motions):
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+    async def execute(self, plan: TaskPlan, on_segment: Any = None) -> RunReport:
+        """Run the plan from its home pose; :raises VerificationError: on any failed check (after the safe stop)."""
+        report = RunReport()
+        stacks = Stacks(plan.boxes)
+        p, _, _ = self.measured()
+        home_err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), forward(self.arm, plan.home[:4]))
+        if home_err > self.fk_tolerance:
+            raise VerificationError(f"the arm is not at its start pose ({home_err * 1e3:.2f} mm away)")
+        t0 = time.monotonic()
+        prev = plan.home
+        try:
+            for seg in plan.segments:
+                await self.segment(seg, prev, report)
+                report.segments += 1
+                if seg.kind == "place":
+                    got = stacks.move(seg.src, seg.dst)
+                    if got != seg.box or not stacks.legal():
+                        raise IllegalMoveError(f"{seg.describe()}: the stacks are {stacks.pegs}")
+                if on_segment is not None:
+                    on_segment(seg, report)
+                prev = seg.target
+            if not stacks.solved():
+                raise VerificationError(f"the run ended with the stacks {stacks.pegs}, not all on C")
+        except (VerificationError, IllegalMoveError, TimeoutError) as ex:
+            stopped = await self.safe_stop()
+            at_rest = "every joint at rest" if stopped else "NOT confirmed at rest"
+            raise VerificationError(f"{ex}; stopped ({at_rest})") from ex
+        finally:
+            report.run_s = time.monotonic() - t0
+            report.stacks = [list(s) for s in stacks.pegs]
+        await self._release()
+        return report
+
+
+def _split(target: Pose, prev: Pose) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(joints whose target changes, joints that keep it), as the nodes receive them (float32)."""
+    f32 = np.float32
+    moving = tuple(k for k in range(5) if f32(target[k]) != f32(prev[k]))
+    return moving, tuple(k for k in range(5) if k not in moving)

@@ -1,0 +1,69 @@
+"""The Tower of Hanoi example end to end: five ``servo-node`` processes, the program, real Cyphal/UDP.
+
+The program's own verdicts are the point (FK of the *measured* joints after every segment, the stacks checked
+at every place, all boxes on C at the end, exit code 0); the test reads them from its output and checks the
+figure. A too-tight FK tolerance must stop the arm (every joint at rest) with exit code 1, and a task out of
+reach must be refused before any node starts. Uncommon node-IDs (81..95) and subject-IDs (7400..7414).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.procs import base_env
+
+HANOI = [sys.executable, "-m", "examples.hanoi", "--node-id", "81", "--subject", "7400"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+    env = base_env()
+    env["PYTHONPATH"] = str(ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return subprocess.run([*HANOI, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_three_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
+    png = tmp_path / "hanoi.png"
+    res = _run("--boxes", "3", "--figure", str(png))
+    print(res.stdout, res.stderr[-3000:], sep="\n")
+    assert res.returncode == 0
+    out = res.stdout
+    placed = re.findall(r"move (\d)/7: box (\d) (\w) → (\w) placed at level (\d), FK error ([\d.]+) mm", out)
+    assert [int(m[0]) for m in placed] == list(range(1, 8))
+    assert [(m[2], m[3]) for m in placed] == [("A", "C"), ("A", "B"), ("C", "B"), ("A", "C"), ("B", "A"),
+                                              ("B", "C"), ("A", "C")]
+    assert all(float(m[5]) <= 1.0 for m in placed)  # The program's FK tolerance (its default, 1 mm).
+    assert "final stacks A: [], B: [], C: [2, 1, 0]" in out
+    assert "placements verified by FK from measured joints: 7" in out
+    spread = re.search(r"arrival spread over (\d+) coordinated moves: median ([\d.]+) ms, max ([\d.]+) ms", out)
+    assert spread is not None and int(spread[1]) > 20
+    print(f"ARRIVAL SPREAD: median {spread[2]} ms, max {spread[3]} ms over {spread[1]} moves")
+    assert png.stat().st_size > 50_000
+
+
+@pytest.mark.slow
+def test_a_failed_check_stops_the_arm(tmp_path: Path) -> None:
+    """An FK tolerance no real arm meets (0.1 µm): the first segment fails its check, the arm is stopped."""
+    res = _run("--boxes", "1", "--fk-tolerance", "0.0001", "--figure", "")
+    print(res.stdout, res.stderr[-3000:], sep="\n")
+    assert res.returncode == 1
+    assert re.search(r"STOPPED: move 1: approach .* mm from its target \(tolerance 0\.0001 mm\)", res.stderr)
+    assert "every joint at rest" in res.stderr
+    assert "placed" not in res.stdout
+
+
+def test_out_of_reach_is_refused_before_anything_moves() -> None:
+    """A travel height beyond the arm's reach: a clear error and exit code 2, before any node is started."""
+    res = _run("--boxes", "3", "--clearance", "600", "--figure", "", timeout=120)
+    assert res.returncode == 2
+    assert "3 boxes cannot be done with this arm, nothing moved: platform A at height" in res.stderr
+    assert "the arm reaches" in res.stderr
+    assert "nodes up" not in res.stdout
+    res = _run("--boxes", "9", "--figure", "", timeout=120)
+    assert res.returncode == 2 and "--boxes must be 1..8" in res.stderr

@@ -33,6 +33,7 @@ import zubax.service.actuator
 import zubax.telega
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.timesync import TimeSync
 
 from .arming import ArmingGate, ServoState
@@ -252,9 +253,7 @@ class Axis:
         self._halting = True
         tasks, self._tasks = self._tasks, []
         self._feedback_due.set()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks)
         if self._drive is not None:
             await self._drive.stop()
             self._drive = None

@@ -15,6 +15,8 @@ import pycyphal
 import pycyphal.application
 import uavcan.diagnostic
 
+from cyphal_common.tasks import cancel_and_wait
+
 _logger = logging.getLogger(__name__)
 
 _BUFFER = 64
@@ -53,8 +55,7 @@ class Diagnostics:
         task, self._task = self._task, None
         if task is not None:
             self._wake.set()
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait([task])
         if self._pub is not None:
             self._pub.close()
             self._pub = None

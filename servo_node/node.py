@@ -27,6 +27,8 @@ import uavcan.node
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
+from cyphal_common.tasks import cancel_and_wait
+
 from .axis import Axis
 from .axis_registers import parse_axes
 from .collision import CollisionMonitor
@@ -158,8 +160,7 @@ class ServoNode:
             self._closed = True
             commands, self._commands = self._commands, None
             if commands is not None:
-                commands.cancel()
-                await asyncio.gather(commands, return_exceptions=True)
+                await cancel_and_wait([commands])
             if safe:
                 await self._safe_stop("the node is closing")
             await self._teardown()

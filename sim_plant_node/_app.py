@@ -31,6 +31,7 @@ from pycyphal.application.heartbeat_publisher import Health, Mode
 from cyphal_common import registry_file as register_file
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
+from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.transport import make_transport
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
 from sim_plant import JointParams
@@ -327,12 +328,10 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         task = asyncio.create_task(app.run())
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        for t in (task, stopper):
-            t.cancel()
-        results = await asyncio.gather(task, stopper, return_exceptions=True)
-        for r in results:
-            if isinstance(r, Exception):
-                raise r
+        failure = task.exception() if task.done() and not task.cancelled() else None
+        await cancel_and_wait([task, stopper])
+        if failure is not None:
+            raise failure
         return 0
     finally:
         if plant is not None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from cyphal_common.tasks import cancel_and_wait
 from servo_node.coord import Sync
 from servo_node.coord._logic import Axis, CoordError, Coordinator, MoveResult
 from servo_node.scope import ScopeRecorder, Trace
@@ -175,11 +176,7 @@ class ArmRun:
         completes is lost on Python 3.11 (a known ``wait_for`` defect), and the coordinator's hold feeder would
         then repeat its setpoints forever while the move waits for it.
         """
-        pending = set(self._tasks)
-        while pending:
-            for t in pending:
-                t.cancel()
-            _, pending = await asyncio.wait(pending, timeout=0.1)
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
     async def _start(self, joints: tuple[int, ...], targets: Sequence[float], sync: Sync) -> asyncio.Future[Any]:

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from cyphal_common.tasks import cancel_and_wait
 from servo_node.setpoint import ProfileLimits
 
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize
@@ -449,8 +450,7 @@ class Coordinator:
             else:
                 await asyncio.sleep(hold_s)
         finally:
-            feeder.cancel()
-            await asyncio.gather(feeder, return_exceptions=True)
+            await cancel_and_wait([feeder])
         return result
 
     async def _burst(self, msgs: Sequence[Any]) -> None:

@@ -22,6 +22,7 @@ import pycyphal.application
 import reg.udral.service.actuator.common as actuator
 import reg.udral.service.common as common
 
+from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
 from .._seqlock import begin_write, end_write, read_seqlocked
@@ -85,8 +86,7 @@ class CyphalDrive(Drive):
         """
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await cancel_and_wait([task])
             try:
                 await self._pub_readiness.publish(common.Readiness_0_1(common.Readiness_0_1.STANDBY))
             except pycyphal.transport.ResourceClosedError:

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cyphal_common.tasks import cancel_and_wait
+
 from ._trace import Trace
 
 _logger = logging.getLogger(__name__)
@@ -100,7 +102,7 @@ class ScopeRecorder:
         """:meth:`close`, then wait for the cancelled reads to end."""
         tasks = list(self._tasks)
         self.close()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_and_wait(tasks)
 
     async def __aenter__(self) -> ScopeRecorder:
         await self.start()

@@ -1,0 +1,28 @@
+"""Ending asyncio child tasks for sure: cancel, wait, and cancel again while one still runs.
+
+One ``cancel()`` is not enough around pycyphal: its UDP output session catches ``CancelledError`` inside a send
+(it counts the frame as dropped and returns), and on Python 3.11 ``asyncio.wait_for`` can lose a cancellation
+that arrives as its inner future completes. A task cancelled at that moment goes on, and a plain
+``await gather(task)`` then waits forever (a node that never finished closing after SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+RETRY_S = 0.05
+"""How often a task that is still running is cancelled again [second]."""
+
+
+async def cancel_and_wait(tasks: Iterable[asyncio.Task[object]], retry_s: float = RETRY_S) -> None:
+    """Cancel ``tasks`` and return once every one has ended; their exceptions are retrieved and dropped."""
+    everything = list(tasks)
+    pending = {t for t in everything if not t.done()}
+    while pending:
+        for t in pending:
+            t.cancel()
+        _, pending = await asyncio.wait(pending, timeout=retry_s)
+    for t in everything:
+        if not t.cancelled():
+            t.exception()  # Retrieved: no "exception was never retrieved" at garbage collection.

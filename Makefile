@@ -46,5 +46,5 @@ clean:
 ## The compose bench for real: build the images, start three servo axes with their drives, the coordinator and
 ## a tester, check them from inside their network, tear everything down (root, or a running Docker engine).
 .PHONY: compose-test
-compose-test:
-	bash docker/compose-test.sh
+compose-test: $(STAMP)
+	PYTHON=$(BIN)/python bash docker/compose-test.sh

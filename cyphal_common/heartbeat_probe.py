@@ -15,6 +15,7 @@ check.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import select
 import socket
@@ -48,21 +49,32 @@ class Heartbeat:
         return self.mode == MODE_OPERATIONAL and self.health < HEALTH_WARNING
 
 
-def _crc16_ccitt_false(data: bytes) -> int:
-    crc = 0xFFFF
+def crc16_ccitt_false(data: bytes, crc: int = 0xFFFF) -> int:
+    """CRC-16/CCITT-FALSE (the Cyphal/UDP header's): polynomial 0x1021, initial 0xFFFF, no reflection, no XOR."""
     for byte in data:
         crc ^= byte << 8
         for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
     return crc
 
 
-def _crc32c(data: bytes) -> int:
+@functools.cache
+def _crc32c_table() -> tuple[int, ...]:
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return tuple(table)
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, the transfer CRC): reflected polynomial 0x82F63B78, initial and final XOR 0xFFFFFFFF."""
+    table = _crc32c_table()
     crc = 0xFFFFFFFF
     for byte in data:
-        crc ^= byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
     return crc ^ 0xFFFFFFFF
 
 
@@ -72,12 +84,12 @@ def parse_heartbeat(datagram: bytes) -> Heartbeat | None:
         return None
     version, _prio, source, _dest, specifier, _tid, index_eot, _user = _HEADER.unpack_from(datagram)
     header = datagram[:_HEADER_SIZE]
-    if version != 1 or _crc16_ccitt_false(header[:-2]) != int.from_bytes(header[-2:], "big"):
+    if version != 1 or crc16_ccitt_false(header[:-2]) != int.from_bytes(header[-2:], "big"):
         return None
     if specifier != HEARTBEAT_SUBJECT_ID or index_eot != 1 << 31 or source > 0xFFFE:  # a message, frame 0, last
         return None
     payload, crc = datagram[_HEADER_SIZE:-4], datagram[-4:]
-    if _crc32c(payload) != int.from_bytes(crc, "little"):
+    if crc32c(payload) != int.from_bytes(crc, "little"):
         return None
     uptime = int.from_bytes(payload[0:4], "little")
     return Heartbeat(source, uptime, payload[4] & 0x03, payload[5] & 0x07)

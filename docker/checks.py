@@ -292,7 +292,7 @@ async def check_safe_stop(bus: Bus, ax: Axis) -> str:
     if not abs(at_standby[1] - target) > 1.0:
         raise CheckFailedError(f"the move was not stopped mid-way: at {at_standby[1]:.3f}, target {target:.3f}")
     vmax = max((abs(v) for _, _, v in samples), default=math.nan)
-    return (f"servo {ax.servo}: joint from {vmax:.2f} /s to rest at {at_standby[1]:.3f} (target {target:.1f}), "
+    return (f"servo {ax.servo}: joint (peak |v| {vmax:.2f}) to rest at {at_standby[1]:.3f} (target {target:.1f}), "
             f"then STANDBY; drive health NOMINAL throughout")
 
 

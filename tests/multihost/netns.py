@@ -158,3 +158,8 @@ class HostRegisterClient(RegisterClient):
         self._run(enter())
         env: Mapping[str, Any] = {"UAVCAN__UDP__IFACE": host.address}
         self._presentation, self._client = self._run(self._open(env, client_node_id))
+
+    def close(self) -> None:
+        """Close as the base class does, and drop the client now (its finalizer would run at interpreter exit)."""
+        super().close()
+        self._client = None

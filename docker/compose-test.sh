@@ -119,9 +119,6 @@ else
     start_private_engine overlay2 || { say "overlay2 failed, trying vfs"; start_private_engine vfs; } \
         || no_engine "dockerd would not start (see $logs/dockerd-*.log)"
     say "started dockerd $engine_pid ($(docker info -f '{{.Driver}}' 2>/dev/null)) on $DOCKER_HOST"
-    # Our root dockerd may raise the rtprio limit: the nodes run under SCHED_FIFO, as deployed, so a loaded CI
-    # host does not starve the bench (an engine found running is left at the compose file's defaults).
-    export SERVO_RTPRIO=${SERVO_RTPRIO:-20} SERVO_RT_PRIORITY=${SERVO_RT_PRIORITY:-10}
 fi
 if docker compose version >/dev/null 2>&1; then compose=(docker compose); else compose=(docker-compose); fi
 stage "engine start" $((SECONDS - t0))
@@ -194,6 +191,20 @@ fi
 if [ -n "${SERVO_SUBNET:-}" ]; then export SERVO_SUBNET; compose_files+=(-f docker/compose.subnet.yml); fi
 export SERVO_IMAGE=$servo_image SERVO_TESTER_IMAGE=$tester_image
 dc up -d --no-build >"$logs/up.log" 2>&1; up_rc=$?
+# As deployed, the nodes run under SCHED_FIFO, so a loaded host does not starve the bench. Set from here (root with
+# CAP_SYS_NICE, the engine's processes visible): raising the containers' rtprio limit instead (SERVO_RTPRIO) needs
+# CAP_SYS_RESOURCE, which a sandboxed root may lack (the containers then fail to start at all).
+fifo="off"
+if [ -n "$engine_pid" ] && [ "${SERVO_RT_PRIORITY:-0}" = 0 ] && command -v chrt >/dev/null; then
+    n=0
+    for svc in drive1 drive2 drive3 servo1 servo2 servo3 coord; do
+        pid=$(docker inspect -f '{{.State.Pid}}' "$(container $svc)" 2>/dev/null) || continue
+        for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do  # docker-init's child: the node
+            chrt -a -f -p 10 "$child" >/dev/null 2>&1 && n=$((n + 1))
+        done
+    done
+    fifo="10 ($n processes)"
+fi
 unhealthy=""
 for svc in drive1 drive2 drive3 servo1 servo2 servo3; do
     h=$(docker inspect -f '{{.State.Health.Status}}' "$(container $svc)" 2>/dev/null)
@@ -201,7 +212,7 @@ for svc in drive1 drive2 drive3 servo1 servo2 servo3; do
 done
 [ $up_rc -eq 0 ] && [ -z "$unhealthy" ]
 verdict "stack up, every node healthy (heartbeat)" $? "subnet ${SERVO_SUBNET:-chosen by the engine}, SCHED_FIFO \
-${SERVO_RT_PRIORITY:-off}${unhealthy:+; not healthy:$unhealthy}"
+${fifo}${unhealthy:+; not healthy:$unhealthy}"
 [ $up_rc -eq 0 ] || { tail -20 "$logs/up.log"; }
 stage up $((SECONDS - t0))
 
@@ -215,7 +226,7 @@ moves=$(grep -c "arrival spread" "$logs/coord.log")
 verdict "coordinator service: its move sequence" $? "exit $coord_rc, $moves moves ($(grep -o 'arrival spread [0-9.]* ms' "$logs/coord.log" | tr '\n' ' '))"
 
 dc --profile test up -d --no-build tester >>"$logs/up.log" 2>&1
-rt=()  # the checks below the nodes' priority, above the host's other work
+rt=()  # with the compose file's SCHED_FIFO (SERVO_RT_PRIORITY): the checks below the nodes, above the rest
 [ "${SERVO_RT_PRIORITY:-0}" -gt 1 ] && rt=(chrt -f $((SERVO_RT_PRIORITY / 2)))
 check() {  # check NAME ARGS...: a checks.py verdict from inside the network
     local out; out=$(timeout 180 "${compose[@]}" -p "$project" "${compose_files[@]}" exec -T tester "${rt[@]}" \

@@ -55,6 +55,10 @@ teardown() {
             | while read -r m; do umount -l "$m" 2>/dev/null; done
         rm -rf --one-file-system "$root"
     done
+    local dir  # the cgroups runc made under ours, in every controller, innermost first
+    for dir in /sys/fs/cgroup/*/"$cgroup"; do
+        [ -d "$dir" ] && find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
     [ "${KEEP_WHEELHOUSE:-0}" = 1 ] || rm -f "$wheelhouse"/*.whl
     stage down $((SECONDS - t0))
     local line="" i
@@ -71,14 +75,23 @@ trap 'say interrupted; exit 1' INT TERM
 # ------------------------------------------------------------------------------------------------ engine
 no_engine() { loud "no container engine: $*"; exit 3; }
 
+# Every container of our engine (builds and nodes) runs in the cgroup CGROUP, whose CPU weight is that of 16 busy
+# processes: a host loaded by other work then neither starves the nodes (their drive links time out after 0.5 s)
+# nor stretches the builds (cgroup v1 puts each of the host's own processes beside it with weight 1024 each).
+cgroup="cyphal-servo-engine.$run_id"
+cpu_weight="normal"
 start_private_engine() {  # start_private_engine DRIVER: a dockerd of our own; 0 once it answers
-    local data="/var/tmp/cyphal-servo-engine.$run_id" exec_root="/run/cyphal-servo-engine.$run_id"
+    local data="/var/tmp/cyphal-servo-engine.$run_id" exec_root="/run/cyphal-servo-engine.$run_id" parent=()
     mkdir -p "$data" "$exec_root"
     engine_roots+=("$exec_root" "$data")
+    if [ -w /sys/fs/cgroup/cpu/cpu.shares ] && mkdir -p "/sys/fs/cgroup/cpu/$cgroup" \
+        && echo 16384 >"/sys/fs/cgroup/cpu/$cgroup/cpu.shares"; then
+        parent=(--cgroup-parent "/$cgroup") cpu_weight="16384 (cgroup v1 cpu.shares)"
+    fi
     export DOCKER_HOST="unix://$exec_root/docker.sock"
     dockerd --data-root "$data" --exec-root "$exec_root" --pidfile "$exec_root/dockerd.pid" -H "$DOCKER_HOST" \
         --iptables=false --ip-masq=false --bridge=none --storage-driver="$1" --containerd-namespace "$run_id" \
-        --containerd-plugins-namespace "$run_id-plugins" >"$logs/dockerd-$1.log" 2>&1 &
+        --containerd-plugins-namespace "$run_id-plugins" "${parent[@]}" >"$logs/dockerd-$1.log" 2>&1 &
     engine_pid=$!
     for _ in $(seq 150); do
         docker info >/dev/null 2>&1 && return 0
@@ -98,6 +111,7 @@ sweep_stale_engines() {  # a dockerd of an earlier run that was killed before it
         say "removing the engine of an earlier run that did not finish ($dir)"
         [ -f "$dir/dockerd.pid" ] && kill -TERM "$(cat "$dir/dockerd.pid")" 2>/dev/null && sleep 5
         engine_roots+=("$dir" "/var/tmp/cyphal-servo-engine.cst$pid")
+        find /sys/fs/cgroup/*/"cyphal-servo-engine.cst$pid" -depth -type d -exec rmdir {} + 2>/dev/null
     done
 }
 
@@ -191,28 +205,14 @@ fi
 if [ -n "${SERVO_SUBNET:-}" ]; then export SERVO_SUBNET; compose_files+=(-f docker/compose.subnet.yml); fi
 export SERVO_IMAGE=$servo_image SERVO_TESTER_IMAGE=$tester_image
 dc up -d --no-build >"$logs/up.log" 2>&1; up_rc=$?
-# As deployed, the nodes run under SCHED_FIFO, so a loaded host does not starve the bench. Set from here (root with
-# CAP_SYS_NICE, the engine's processes visible): raising the containers' rtprio limit instead (SERVO_RTPRIO) needs
-# CAP_SYS_RESOURCE, which a sandboxed root may lack (the containers then fail to start at all).
-fifo="off"
-if [ -n "$engine_pid" ] && [ "${SERVO_RT_PRIORITY:-0}" = 0 ] && command -v chrt >/dev/null; then
-    n=0
-    for svc in drive1 drive2 drive3 servo1 servo2 servo3 coord; do
-        pid=$(docker inspect -f '{{.State.Pid}}' "$(container $svc)" 2>/dev/null) || continue
-        for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do  # docker-init's child: the node
-            chrt -a -f -p 10 "$child" >/dev/null 2>&1 && n=$((n + 1))
-        done
-    done
-    fifo="10 ($n processes)"
-fi
 unhealthy=""
 for svc in drive1 drive2 drive3 servo1 servo2 servo3; do
     h=$(docker inspect -f '{{.State.Health.Status}}' "$(container $svc)" 2>/dev/null)
     [ "$h" = healthy ] || unhealthy+=" $svc:${h:-missing}"
 done
 [ $up_rc -eq 0 ] && [ -z "$unhealthy" ]
-verdict "stack up, every node healthy (heartbeat)" $? "subnet ${SERVO_SUBNET:-chosen by the engine}, SCHED_FIFO \
-${fifo}${unhealthy:+; not healthy:$unhealthy}"
+verdict "stack up, every node healthy (heartbeat)" $? "subnet ${SERVO_SUBNET:-chosen by the engine}, \
+CPU weight ${cpu_weight}${unhealthy:+; not healthy:$unhealthy}"
 [ $up_rc -eq 0 ] || { tail -20 "$logs/up.log"; }
 stage up $((SECONDS - t0))
 

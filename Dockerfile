@@ -35,7 +35,8 @@ COPY docker/entrypoint.sh /usr/local/bin/cyphal-servo-entrypoint
 ENV PATH=/opt/cyphal-servo/bin:$PATH \
     NUMBA_CACHE_DIR=/home/servo/.cache/numba \
     CYPHAL_SERVO_CACHE=/home/servo/.cache/cyphal-servo \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    PYTHONFAULTHANDLER=1
 USER servo
 WORKDIR /home/servo
 # Compile the DSDL and warm the numba caches at build time so containers start fast.

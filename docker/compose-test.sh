@@ -75,7 +75,7 @@ trap 'say interrupted; exit 1' INT TERM
 # ------------------------------------------------------------------------------------------------ engine
 no_engine() { loud "no container engine: $*"; exit 3; }
 
-# Every container of our engine (builds and nodes) runs in the cgroup CGROUP, whose CPU weight is that of 16 busy
+# Every container of our engine (builds and nodes) runs in the cgroup CGROUP, whose CPU weight is that of 64 busy
 # processes: a host loaded by other work then neither starves the nodes (their drive links time out after 0.5 s)
 # nor stretches the builds (cgroup v1 puts each of the host's own processes beside it with weight 1024 each).
 cgroup="cyphal-servo-engine.$run_id"
@@ -85,8 +85,8 @@ start_private_engine() {  # start_private_engine DRIVER: a dockerd of our own; 0
     mkdir -p "$data" "$exec_root"
     engine_roots+=("$exec_root" "$data")
     if [ -w /sys/fs/cgroup/cpu/cpu.shares ] && mkdir -p "/sys/fs/cgroup/cpu/$cgroup" \
-        && echo 16384 >"/sys/fs/cgroup/cpu/$cgroup/cpu.shares"; then
-        parent=(--cgroup-parent "/$cgroup") cpu_weight="16384 (cgroup v1 cpu.shares)"
+        && echo 65536 >"/sys/fs/cgroup/cpu/$cgroup/cpu.shares"; then
+        parent=(--cgroup-parent "/$cgroup") cpu_weight="65536 (cgroup v1 cpu.shares)"
     fi
     export DOCKER_HOST="unix://$exec_root/docker.sock"
     dockerd --data-root "$data" --exec-root "$exec_root" --pidfile "$exec_root/dockerd.pid" -H "$DOCKER_HOST" \
@@ -248,9 +248,17 @@ check "every axis to its own target (yakut)" move 1.5,-1,2.5
 check "coordinated move arrives together (servo-coord)" coordinated 4.5,-3,1.5
 acting_check "drive container killed: its servo reports drive lost and stops" \
     'docker kill "$(container drive2)" >/dev/null' drive-lost 2
+stop_gracefully() {  # docker stop -t 20, except that a node still running then gets SIGABRT, not SIGKILL: its
+    # Python (PYTHONFAULTHANDLER=1 in the image) prints every thread's stack to the log first
+    docker kill -s TERM "$1" >/dev/null
+    timeout 20 docker wait "$1" >/dev/null && return
+    say "$1 still running 20 s after SIGTERM: SIGABRT for its stacks (in $logs/containers.log)"
+    docker kill -s ABRT "$1" >/dev/null; timeout 10 docker wait "$1" >/dev/null || docker kill "$1" >/dev/null
+}
 stop_secs="" servo1=$(container servo1)
 acting_check "docker stop of a servo mid-move: safe stop (drive side)" \
-    's=$(date +%s%N); docker stop -t 20 "$servo1" >/dev/null; d=$((($(date +%s%N) - s) / 100000000)); stop_secs=$((d / 10)).$((d % 10))' safe-stop 1
+    's=$(date +%s%N); stop_gracefully "$servo1"; d=$((($(date +%s%N) - s) / 100000000)); stop_secs=$((d / 10)).$((d % 10))' \
+    safe-stop 1
 code=$(docker inspect -f '{{.State.ExitCode}}' "$servo1")
 docker logs "$servo1" >"$logs/servo1.log" 2>&1
 [ "$code" = 0 ] && grep -q "Safe stop done" "$logs/servo1.log" && grep -q "Servo node closed" "$logs/servo1.log"

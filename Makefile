@@ -42,3 +42,9 @@ dsdl-env: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+## The compose bench for real: build the images, start three servo axes with their drives, the coordinator and
+## a tester, check them from inside their network, tear everything down (root, or a running Docker engine).
+.PHONY: compose-test
+compose-test: $(STAMP)
+	PYTHON=$(BIN)/python bash docker/compose-test.sh

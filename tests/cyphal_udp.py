@@ -18,6 +18,7 @@ offset bytes  field
 ====== ====== ================================================================================
 
 The payload of every transfer ends with its CRC-32C (Castagnoli), little-endian, split across frames like the rest.
+Both CRCs come from :mod:`cyphal_common.heartbeat_probe` (the containers' healthcheck reads frames too).
 Messages go to 239.0.<subject-ID>, service transfers to 239.1.<destination node-ID>, UDP port 9382.
 """
 
@@ -28,40 +29,12 @@ import struct
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from cyphal_common.heartbeat_probe import crc16_ccitt_false, crc32c  # the one implementation of both
+
 CYPHAL_UDP_PORT = 9382
 HEADER = struct.Struct("<BBHHHQIH")
 HEADER_BYTES = HEADER.size + 2
 ANONYMOUS = 0xFFFF
-
-
-def crc16_ccitt_false(data: bytes, crc: int = 0xFFFF) -> int:
-    """CRC-16/CCITT-FALSE: polynomial 0x1021, initial 0xFFFF, no reflection, no final XOR."""
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
-
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC32C = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli): reflected polynomial 0x82F63B78, initial and final XOR 0xFFFFFFFF."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = (crc >> 8) ^ _CRC32C[(crc ^ byte) & 0xFF]
-    return crc ^ 0xFFFFFFFF
 
 
 def header(

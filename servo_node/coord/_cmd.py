@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -70,9 +71,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"sent: sync {plan.used.value}, common duration {plan.duration:.6f} s", flush=True)
 
     async def run() -> int:
-        async with Coordinator(axes) as coord:
-            await coord.move(targets, args.sync, args.hold, on_sent=sent,
-                             on_result=lambda r: print(r.table(), flush=True))
+        task = asyncio.current_task()
+        assert task is not None
+        # SIGTERM (`docker stop`) ends the move or its hold as Ctrl-C does: no more setpoints (every servo then
+        # stops on its deadman), the node closed, exit 0.
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        try:
+            async with Coordinator(axes) as coord:
+                await coord.move(targets, args.sync, args.hold, on_sent=sent,
+                                 on_result=lambda r: print(r.table(), flush=True))
+        except asyncio.CancelledError:
+            print("servo-coord: SIGTERM: stopped feeding the servos", file=sys.stderr)
         return 0
 
     try:

@@ -1,17 +1,21 @@
-"""Coordinated moves of separate ``servo-node`` processes (UDP on 127.0.0.1): arrival spread and straight line.
+"""Coordinated moves of separate ``servo-node`` processes: arrival spread and straight line, over UDP or udpmc CAN.
 
 Six servo nodes (embedded simulated joints, random profile limits and inertias) run as processes; the
 coordinator (``servo_node.coord.Coordinator``, in this process) moves the first 2, 3 or 6 of them to random
-targets with ``phase``, ``time`` and ``none`` sync in turn. Per mode, over all moves:
+targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and mode, over all moves:
 
-* arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``);
+* arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a node
+  starts a setpoint's plan at its reception);
+* measured arrival spread: the same of t0 + T + lag, the lag being how far each axis's recorded ``dynamics``
+  trail its plan started at t0 (least squares): the check that the reported t0 is when the joint started;
 * reference deviation: the straight-line deviation (max over time of the spread of normalised progress) of the
   nodes' own plans started at their reported t0 — what start skew alone does to the line;
 * measured deviation: the same from the ``dynamics`` the coordinator records (``servo.dynamics_rate`` below);
 * planning time per move (the coordinator's, float32 re-prediction included) and the burst time.
 
 Under ``time`` and ``none`` the deviation is not meant to be small (they are not straight lines); it is shown
-for comparison. Usage: ``python bench/coord.py [--moves 50] [--seed 1]`` (moves per mode).
+for comparison. Run it in a network namespace of its own (multicast reaches every local listener). Usage:
+``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6]`` (moves per mode).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +41,14 @@ COORD_ID = 40
 DYNAMICS_RATE_HZ = 250
 
 
-def _start_nodes(rng: random.Random, tmp: Path) -> list[subprocess.Popen[bytes]]:
+def _bus(transport: str) -> dict[str, str]:
+    """``UAVCAN__*`` of the bus: UDP on loopback, or CAN FD over a udpmc group (this project's CAN media)."""
+    if transport == "udp":
+        return {"UAVCAN__UDP__IFACE": "127.0.0.1"}
+    return {"UAVCAN__CAN__IFACE": "udpmc:239.65.43.21:47011", "UAVCAN__CAN__MTU": "64"}
+
+
+def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str]) -> list[subprocess.Popen[bytes]]:
     from tests.procs import BIN, base_env
 
     procs = []
@@ -47,8 +59,10 @@ def _start_nodes(rng: random.Random, tmp: Path) -> list[subprocess.Popen[bytes]]
             UAVCAN__PUB__DYNAMICS__ID=str(DYNAMICS0 + k), SERVO__DYNAMICS_RATE=str(DYNAMICS_RATE_HZ),
             SERVO__PROFILE__VELOCITY=f"{-v:.4g} {v:.4g}",
             SERVO__PROFILE__ACCELERATION=f"{-a * rng.uniform(0.7, 1.3):.4g} {a:.4g}",
-            SERVO__PROFILE__JERK=f"{j:.4g}", SIM__INERTIA=f"{rng.uniform(0.3, 3.0):.3g}",
+            SERVO__PROFILE__JERK=f"{j:.4g}", SIM__INERTIA=f"{rng.uniform(0.3, 3.0):.3g}", **bus,
         )
+        if "UAVCAN__CAN__IFACE" in bus:
+            env.pop("UAVCAN__UDP__IFACE", None)
         procs.append(subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / f"{node_id}.db")],
                                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return procs
@@ -56,63 +70,110 @@ def _start_nodes(rng: random.Random, tmp: Path) -> list[subprocess.Popen[bytes]]
 
 def _stats(x: list[float], scale: float) -> str:
     a = np.asarray(x) * scale
+    a = a[np.isfinite(a)]
+    if not a.size:
+        return f"{'-':>9} {'-':>9} {'-':>9}"
     return f"{np.percentile(a, 50):9.3f} {np.percentile(a, 99):9.3f} {a.max():9.3f}"
 
 
-async def _run(moves: int, seed: int) -> None:
+Rows = dict[str, list[float]]
+
+
+def _new_row() -> Rows:
+    return {k: [] for k in ("spread", "mspread", "ref", "meas", "plan", "burst", "fallback", "rejected", "stopped")}
+
+
+async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
+    """Until every node answers a register read (a loaded host starts six nodes slowly)."""
+    from servo_node.coord._logic import CoordError
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await asyncio.gather(*(coord.limits(i) for i in range(n)))
+            return
+        except CoordError:
+            if time.monotonic() > deadline:
+                raise
+
+
+async def _run(moves: int, seed: int, counts: list[int], bus: dict[str, str]) -> dict[tuple[int, str], Rows]:
     from servo_node.coord import Sync
     from servo_node.coord._logic import Axis, CoordError, Coordinator
 
     rng = random.Random(seed)
     axes = [Axis(n, SETPOINT0 + k, DYNAMICS0 + k) for k, n in enumerate(NODE_IDS)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UAVCAN__")}
-    env.update(UAVCAN__UDP__IFACE="127.0.0.1", UAVCAN__NODE__ID=str(COORD_ID))
-    coords = {n: Coordinator(axes[:n], env) for n in (2, 3, 6)}
-    rows: dict[str, dict[str, list[float]]] = {s.value: {"spread": [], "ref": [], "meas": [], "plan": [],
-                                                         "burst": [], "fallback": [], "rejected": []} for s in Sync}
+    env.update(bus, UAVCAN__NODE__ID=str(COORD_ID))
+    rows = {(n, s.value): _new_row() for n in counts for s in Sync}
     position = [0.0] * 6
     # One coordinator node on the bus at a time (they share the node-ID).
-    for n, coord in coords.items():
+    for n in counts:
+        coord = Coordinator(axes[:n], env)
         await coord.start()
+        await wait_ready(coord, n)
         for k in range(moves):
             for sync in Sync:
                 targets = [position[i] + rng.choice((-1, 1)) * rng.uniform(0.3, 2.0) for i in range(n)]
                 try:
                     r = await coord.move(targets, sync, hold_s=0.0, record=True)
                 except CoordError as ex:
-                    print(f"move failed: {ex}")
+                    print(f"move failed: {ex}", file=sys.stderr)
                     continue
-                row = rows[sync.value]
-                if r.rejected:
-                    row["rejected"].append(1.0)
+                row = rows[n, sync.value]
+                position[:n] = [a.final for a in r.axes]
+                if r.rejected or r.stopped:
+                    row["rejected" if r.rejected else "stopped"].append(1.0)
+                    print(r.table(), file=sys.stderr)
                     continue
-                position[:n] = targets
                 row["spread"].append(r.spread)
+                row["mspread"].append(r.measured_spread)
                 row["ref"].append(r.reference_deviation)
                 row["meas"].append(r.deviation)
                 row["plan"].append(r.planning_s)
                 row["burst"].append(r.burst_s)
                 row["fallback"].append(1.0 if r.plan.fallback else 0.0)
-            print(f"{n} axes: {k + 1}/{moves} moves per mode", end="\r", flush=True)
+            print(f"{n} axes: {k + 1}/{moves} moves per mode", end="\r", file=sys.stderr, flush=True)
         coord.close()
         await asyncio.sleep(0.5)
-    print()
-    print(f"{moves} moves per mode for each of 2, 3, 6 axes (UDP loopback, dynamics at {DYNAMICS_RATE_HZ} Hz)")
-    print(f"{'sync':<6} {'spread ms p50/p99/max':>29} {'ref dev % p50/p99/max':>29} {'meas dev % p50/p99/max':>29} "
-          f"{'plan ms p50/p99/max':>29} {'burst ms p50/p99/max':>29} {'phase fell back':>15} rejected")
-    for name, row in rows.items():
+    print(file=sys.stderr)
+    return rows
+
+
+def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
+    lines = [title, f"{'axes':<4} {'sync':<6} {'n':>3} {'spread ms p50/p99/max':>29} {'meas spread ms':>29} "
+             f"{'ref dev % p50/p99/max':>29} {'meas dev % p50/p99/max':>29} {'plan ms p50/p99/max':>29} "
+             f"{'burst ms p50/p99/max':>29} {'fell back':>9} {'rej/stop':>8}"]
+    groups: dict[tuple[str, str], Rows] = {}
+    for (n, sync), row in rows.items():
+        groups[str(n), sync] = row
+    for sync in dict.fromkeys(s for _, s in rows):
+        total = _new_row()
+        for (_, s), row in rows.items():
+            if s == sync:
+                for key, values in row.items():
+                    total[key] += values
+        groups["all", sync] = total
+    for (n_label, sync), row in groups.items():
         if not row["spread"]:
             continue
-        fb = f"{100 * np.mean(row['fallback']):.0f} %" if name == "phase" else "-"
-        print(f"{name:<6} {_stats(row['spread'], 1e3)} {_stats(row['ref'], 100)} {_stats(row['meas'], 100)} "
-              f"{_stats(row['plan'], 1e3)} {_stats(row['burst'], 1e3)} {fb:>15} {len(row['rejected'])}")
+        fb = f"{100 * np.mean(row['fallback']):.0f} %" if sync == "phase" else "-"
+        lines.append(f"{n_label:<4} {sync:<6} {len(row['spread']):>3} {_stats(row['spread'], 1e3)} "
+                     f"{_stats(row['mspread'], 1e3)} {_stats(row['ref'], 100)} {_stats(row['meas'], 100)} "
+                     f"{_stats(row['plan'], 1e3)} {_stats(row['burst'], 1e3)} {fb:>9} "
+                     f"{len(row['rejected']):>3}/{len(row['stopped']):<4}")
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--moves", type=int, default=50, help="moves per mode and axis count")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--transport", choices=("udp", "udpmc"), default="udp",
+                    help="UDP on 127.0.0.1, or CAN FD over a udpmc group")
+    ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ 6)")
     args = ap.parse_args()
+    counts = [int(x) for x in args.axes.split(",")]
     from servo_node._kernel_cache import invalidate_if_sources_changed
 
     invalidate_if_sources_changed()
@@ -121,10 +182,13 @@ def main() -> None:
     dsdl.ensure_compiled()
     rng = random.Random(args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        procs = _start_nodes(rng, Path(tmp))
+        bus = _bus(args.transport)
+        procs = _start_nodes(rng, Path(tmp), bus)
         try:
-            time.sleep(8.0)  # Nodes load their kernels; the first move waits for their dynamics anyway.
-            asyncio.run(_run(args.moves, args.seed))
+            rows = asyncio.run(_run(args.moves, args.seed, counts, bus))
+            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, dynamics at "
+                               f"{DYNAMICS_RATE_HZ} Hz, {os.cpu_count()} cores); spreads: t0 + T as reported, and "
+                               f"as measured (t0 + T + the dynamics' lag)"))
         finally:
             for p in procs:
                 p.terminate()

@@ -78,20 +78,23 @@ def status_view(
 
 def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -> dict[str, Any]:
     """``sys.motion``: reference and measured state, the plan (``t0``: its start on the system clock, the clock of
-    the dynamics timestamps [second], µs resolution), the last stop, the link to a bus drive, engagement.
+    the dynamics timestamps [second], µs resolution — a setpoint's plan starts at its reception, see
+    ``control._stages.plan_start``; ``kind``: ``move`` for a setpoint's plan, ``stop`` for a stop's, which
+    replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement.
 
     Kept within a register string: fewer digits first, then optional keys are dropped.
     """
     if s is None:
         return {"engaged": False}
     t0 = time.time() - time.monotonic() + s.plan_start_s if loop_clock == "real" else math.nan
+    kind = "stop" if s.stopping else "move" if s.engaged else "off"
     doc: dict[str, Any] = {}
     for digits in (7, 6, 5, 4, 3):
         doc = {
             "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration, digits=digits),
             "meas": _g(s.position, s.velocity, s.acceleration, s.force, digits=digits),
             "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
-                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0)},
+                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
             "settled": _g(s.settled_after_s, digits=digits)[0],
             "track_max": _g(s.tracking_error_max, digits=min(digits, 4))[0],
             "over": _g(s.overshoot, digits=3)[0],

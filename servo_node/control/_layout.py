@@ -25,7 +25,7 @@ C_AMIN = 6
 C_AMAX = 7
 C_JMAX = 8
 C_FLIM = 9  # force/torque limit
-C_RX_T = 10  # reception time of the setpoint [second, loop clock]; the deadman counts from it
+C_RX_T = 10  # reception time of the setpoint [second, loop clock]; the deadman counts from it, its plan starts at it
 N_CMD = 11
 
 MODE_IDLE = 0.0
@@ -68,7 +68,7 @@ LAW_TORQUE = 1.0
 # ---- st: loop-private state
 ST_CMD_SEQ = 0  # last command sequence taken
 ST_MODE = 1  # active mode (MODE_*)
-ST_T0 = 2  # start time of the active profile [second]
+ST_T0 = 2  # start time of the active profile [second] (a setpoint's: its reception, see _stages.plan_start)
 ST_ENGAGED = 3  # 1 while the drive is commanded
 ST_PREV_T = 4
 ST_ERROR = 5  # errors.ErrorCode

@@ -209,6 +209,25 @@ def _same_motion(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> bool:
 
 
 @njit(cache=True, nogil=True)
+def plan_start(now: float, rx_t: float, A: LoopArrays) -> float:
+    """When the plan of a setpoint taken at tick ``now`` starts: its reception time ``rx_t``, but no earlier than
+    the previous tick.
+
+    Planning at the tick would start every node's move at its own first tick after the setpoint reached the loop
+    (up to a period plus the node's event-loop latency after reception); anchoring the plan at the reception
+    (the transport's timestamp, taken by its receiving thread) starts nodes that received one burst together.
+    The tick samples the plan at ``now − t0``. The previous tick sampled the reference in force (or rest) at a
+    time no later than t0, so the reference seen at the ticks is still a sampling of one continuous trajectory
+    (old reference up to t0, the new plan after it): position, velocity and acceleration continuous, the jerk
+    within the limits. A setpoint older than the previous tick (a latency beyond one period) starts there: the
+    rest of its lateness remains as start skew rather than a jump of the reference.
+    """
+    if A.st[L.ST_TICKS] <= 1.0:
+        return now  # The first tick: no previous one.
+    return min(max(rx_t, A.out[L.O_TIME]), now)  # out[O_TIME]: the previous tick's time (published last tick).
+
+
+@njit(cache=True, nogil=True)
 def take_command(now: float, A: LoopArrays) -> None:
     """Act on a new command: plan a motion (unless refused), start a stop, or disengage."""
     c, st, act, cfg, m = A.c, A.st, A.act, A.cfg, A.meas
@@ -239,15 +258,24 @@ def take_command(now: float, A: LoopArrays) -> None:
         st[L.ST_DECEL] = -act[L.C_AMIN]
         st[L.ST_JERK] = act[L.C_JMAX]
         st[L.ST_FE_SINCE] = np.nan
+        # A hand-over to or from mimic keeps the tick (its gear-in takes the state now); a plan starts at the
+        # setpoint's reception (plan_start).
+        keep_tick = mode == L.MODE_MIMIC or st[L.ST_MODE] == L.MODE_MIMIC
+        t_start = now if keep_tick else plan_start(now, rx_t, A)
         if engaged and abs(A.out[L.O_PREF] - m[L.M_P]) <= cfg[L.K_FE_WINDOW]:
-            p0, v0, a0 = A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF]
+            if keep_tick:
+                p0, v0, a0 = A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF]
+            else:
+                s = A.ref[16:20]
+                sample_into(A.prof, t_start - st[L.ST_T0], s)  # The reference in force, at the new plan's start.
+                p0, v0, a0 = s[0], s[1], s[2]
         else:
             # Start from the actual state: no jump when (re-)engaging or when the joint is far off the reference.
             p0, v0, a0 = m[L.M_P], m[L.M_V], 0.0
         if mode == L.MODE_MIMIC:  # Geared in by the mimic stage, next in this tick (control._mimic).
             A.mim[L.MI_GEAR_IN], A.mim[L.MI_P0], A.mim[L.MI_V0], A.mim[L.MI_A0] = 1.0, p0, v0, a0
         else:
-            plan_motion(now, A, p0, v0, a0)
+            plan_motion(t_start, A, p0, v0, a0)
     elif mode == L.MODE_STOP:
         if engaged and st[L.ST_MODE] != L.MODE_STOP:
             stop_from(now, A)

@@ -15,9 +15,15 @@ A move:
    hold ends — a node re-plans only a *different* setpoint, so the repetitions only feed its deadman and never
    change the synchronised plan;
 4. after the planned end, every node's ``sys.motion`` gives its plan start ``t0`` (system clock) and planned
-   duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. The recorded ``dynamics``
-   give the straight-line deviation: the largest spread over time of the axes' normalised progress
-   (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their timestamps.
+   duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. A node starts the plan of
+   a setpoint at its reception (its transport's timestamp, see ``servo_node.control._stages.plan_start``), not
+   at its next control tick, so the axes start as far apart as their setpoints arrived: the burst's length
+   plus the receiving threads' wake-up, not a loop period plus each node's event-loop latency. An axis whose
+   plan a stop replaced (deadman, error) did not arrive by its plan: it is reported as stopped and left out of
+   the spread. The recorded ``dynamics`` give the straight-line deviation: the largest spread over time of the
+   axes' normalised progress (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their
+   timestamps, and each axis's measured lag behind its plan started at t0 (so the measured arrival spread
+   checks that t0 is when the joint really started).
 
 Why one module of ~500 lines: reading the axes, sending the burst, holding and measuring the arrival are one
 session's steps over the same pycyphal node; the synchronisation math lives apart (:mod:`._sync`).
@@ -43,6 +49,7 @@ import numpy as np
 from cyphal_common.tasks import cancel_and_wait
 from servo_node.setpoint import ProfileLimits
 
+from ._measure import plan_lag, plan_positions, progress_deviation
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize
 
 NODE_NAME = "io.github.cyphal_servo.coord"
@@ -129,11 +136,26 @@ class AxisReport:
     """Plan start to arrival within the node's tolerance [second] (NaN: not yet)."""
     final: float
     """Measured position after the move."""
+    kind: str = "move"
+    """What the node's reported plan is: ``move`` (this move's), ``stop`` or ``off`` (a stop replaced it)."""
+    lag: float = math.nan
+    """How far the measured motion trails its plan started at t0 [second] (from ``dynamics``; NaN: not recorded):
+    p_meas(t) ≈ p_plan(t − t0 − lag), fitted by least squares over the move."""
+
+    @property
+    def stopped(self) -> bool:
+        """A stop replaced this move's plan: t0 and T are not the move's."""
+        return self.kind != "move"
 
     @property
     def arrival(self) -> float:
         """t0 + T on the system clock [second]."""
         return self.node_start + self.node_duration
+
+    @property
+    def measured_arrival(self) -> float:
+        """t0 + T + lag: when the measured motion arrives [second] (NaN unless recorded)."""
+        return self.arrival + self.lag
 
     @property
     def moves(self) -> bool:
@@ -163,9 +185,20 @@ class MoveResult:
     node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
 
     @property
+    def stopped(self) -> tuple[str, ...]:
+        """Moving axes whose plan a stop replaced before the measurement (left out of the spreads)."""
+        return tuple(a.label for a in self.axes if a.moves and a.stopped)
+
+    @property
     def spread(self) -> float:
-        """Arrival spread: max − min of t0 + T over the moving axes [second]."""
-        arrivals = [a.arrival for a in self.axes if a.moves]
+        """Arrival spread: max − min of t0 + T over the moving axes that followed their plan [second]."""
+        arrivals = [a.arrival for a in self.axes if a.moves and not a.stopped]
+        return max(arrivals) - min(arrivals) if arrivals else 0.0
+
+    @property
+    def measured_spread(self) -> float:
+        """The same of t0 + T + lag: the arrival spread of the measured motion [second] (NaN unless recorded)."""
+        arrivals = [a.measured_arrival for a in self.axes if a.moves and not a.stopped]
         return max(arrivals) - min(arrivals) if arrivals else 0.0
 
     def table(self) -> str:
@@ -174,15 +207,19 @@ class MoveResult:
                                                    else "") + f"; common duration {self.plan.duration:.6f} s"]
         rows += [f"note: {n}" for n in self.plan.notes]
         rows += [f"REJECTED by {r}" for r in self.rejected]
+        rows += [f"STOPPED before arrival: {a} (a stop replaced its plan; left out of the spread)"
+                 for a in self.stopped]
         ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
         rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
-                    f"{'arrival ms':>10} {'settled s':>10} {'error':>10}")
+                    f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
         for a in self.axes:
             rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
                         f"{a.node_duration:>10.6f} "
                         f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {(a.arrival - ref) * 1e3:>10.3f} "
-                        f"{a.settled:>10.4f} {a.final - a.target:>10.2e}")
-        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report); "
+                        f"{a.lag * 1e3:>10.3f} {a.settled:>10.4f} {a.final - a.target:>10.2e}")
+        measured_spread = (f", measured {self.measured_spread * 1e3:.3f} ms (t0 + T + the lag of the dynamics)"
+                           if math.isfinite(self.measured_spread) else "")
+        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report){measured_spread}; "
                     f"burst {self.burst_s * 1e6:.0f} µs; planning {self.planning_s * 1e3:.3f} ms")
         measured = (f"measured {self.deviation * 100:.3f} % (dynamics at {self.dynamics_rate_hz:.0f} Hz), "
                     if math.isfinite(self.deviation) else "")
@@ -197,25 +234,6 @@ def _f32(x: float) -> float:
 
 def _wire_limits(lim: ProfileLimits) -> ProfileLimits:
     return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))
-
-
-def progress_deviation(series: Sequence[tuple[np.ndarray, np.ndarray]], starts: Sequence[float],
-                       targets: Sequence[float], t_from: float, t_to: float, step: float = 1e-3) -> float:
-    """Max over [t_from, t_to] of the spread of the normalised progress of the moving axes.
-
-    ``series``: per axis (times, positions); before its first sample an axis is at its start, after its last at
-    its last sample.
-    """
-    grid = np.arange(t_from, t_to + step, step)
-    rows = []
-    for (t, p), p0, pt in zip(series, starts, targets, strict=True):
-        if pt == p0 or len(t) == 0:
-            continue
-        rows.append((np.interp(grid, t, p, left=p0, right=p[-1]) - p0) / (pt - p0))
-    if len(rows) < 2:
-        return 0.0
-    s = np.vstack(rows)
-    return float(np.max(s.max(axis=0) - s.min(axis=0)))
 
 
 class Coordinator:
@@ -380,9 +398,10 @@ class Coordinator:
 
         :param hold_s: keep repeating the final setpoints this long after the planned end (None: until cancelled;
             the result is reported through ``on_result`` before the hold).
-        :param record: keep receiving ``dynamics`` during the move to measure the straight-line deviation. Off by
-            default: at high ``dynamics`` rates the receptions would delay the burst on this event loop (measured:
-            3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms), so the subscriptions are closed before it.
+        :param record: receive ``dynamics`` during the move to measure the straight-line deviation and each axis's
+            lag. The subscriptions are closed for the burst either way (at high ``dynamics`` rates the receptions
+            would delay it on this event loop: 3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms) and, when
+            recording, opened again right after it; recording costs this process CPU time during the move.
         """
         import zubax.physics.dynamics
         import zubax.physics.kinematics
@@ -420,14 +439,17 @@ class Coordinator:
             )
             for m, lim in zip(motions, wire, strict=True)
         ]
+        # No receptions during the burst (they would run between its sends on this event loop); recording
+        # resumes right after it, before any axis moves far (the axes are at their start before the first sample).
+        self._stop_dynamics()
         if record:
             self._recorders = [_Recorder() for _ in range(n)]
-        else:
-            self._stop_dynamics()
         sent_at = time.time()
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst
+        if record:
+            self._start_dynamics()
         if on_sent is not None:
             on_sent(plan)
 
@@ -469,31 +491,39 @@ class Coordinator:
         self._recorders = None
         rejected: list[str] = []
         axes = []
-        for ax, m, mot, pred, rec in zip(self.axes, reports, motions, predicted, recs, strict=True):
+        # Each node's plan: the same OTG from the same inputs (the coordinator predicted its duration exactly).
+        trajs = [otg_plan(m.p0, m.v0, m.a0, m.target, 0.0, *lim.as_tuple()) for m, lim in zip(motions, wire,
+                                                                                           strict=True)]
+        for i, (ax, m, mot, pred, rec, traj) in enumerate(zip(self.axes, reports, motions, predicted, recs, trajs,
+                                                               strict=True)):
             pl = m.get("plan", {})
             t0 = float(pl.get("t0", math.nan))
             T = float(pl.get("T", math.nan))
+            kind = str(pl.get("kind", "move"))
             if not (t0 >= sent_at - 0.05) and mot.target != mot.p0:
-                why = await self.read_register(self.axes.index(ax), "sys.last_rejection")
+                why = await self.read_register(i, "sys.last_rejection")
                 _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
                                 "rejection: %s", ax.label, sent_at - t0, why or "none")
                 rejected.append(f"{ax.label}: {why or 'not taken'}")
+            elif kind != "move" and mot.target != mot.p0:
+                _logger.warning("%s stopped before it arrived (its plan is a %s's now): no arrival to report",
+                                ax.label, kind)
             final = rec.p[-1] if rec.p else float(m["meas"][0])
-            axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0, float(m.get("settled", math.nan))
-                                   if isinstance(m.get("settled"), float) else math.nan, final))
+            settled = m.get("settled")
+            lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if recorded and mot.distance else math.nan
+            axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0,
+                                   float(settled) if isinstance(settled, float) else math.nan, final, kind, lag))
         t_to = sent_at + max(predicted) + 0.1
         series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
         starts = [m.p0 for m in motions]
         targets = [m.target for m in motions]
         deviation = progress_deviation(series, starts, targets, sent_at, t_to) if recorded else math.nan
-        # The reference: each node's plan (the same OTG, the same inputs) started at its own reported t0.
-        ref_series = []
+        # The reference: each node's plan started at its own reported t0 (a stopped axis has none).
         grid = np.arange(sent_at, t_to, 1e-3)
-        for mot, lim, rep in zip(motions, wire, axes, strict=True):
-            traj = otg_plan(mot.p0, mot.v0, mot.a0, mot.target, 0.0, *lim.as_tuple())
-            t0 = rep.node_start if math.isfinite(rep.node_start) else sent_at
-            ref_series.append((grid, np.array([traj.at(max(0.0, t - t0))[0] for t in grid])))
-        ref_dev = progress_deviation(ref_series, starts, targets, sent_at, t_to)
+        ref_series = [(grid, plan_positions(traj, rep.node_start if math.isfinite(rep.node_start) else sent_at,
+                                            grid)[0]) for traj, rep in zip(trajs, axes, strict=True)]
+        ref_dev = (progress_deviation(ref_series, starts, targets, sent_at, t_to)
+                   if not any(a.moves and a.stopped for a in axes) else math.nan)
         window = max(predicted) + 0.1
         counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
         rate = float(np.mean(counts)) / window if recorded else math.nan

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from servo_node.coord import AxisMotion, Sync, synchronize
-from servo_node.coord._logic import progress_deviation
+from servo_node.coord._measure import progress_deviation
 from servo_node.setpoint import ProfileLimits
 from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 

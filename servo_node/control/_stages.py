@@ -1,5 +1,8 @@
 """The stages of one control tick, each a numba kernel on the loop's :class:`~._layout.LoopArrays`.
 
+A setpoint's plan starts at its reception, not at the tick that takes it (:func:`plan_start`): nodes that
+received one burst start together whatever their event loops' latency.
+
 Safety lives here, in the loop, so that no stall of the node's event loop can delay it:
 
 - **envelope**: every command's limits are clipped into the envelope (``K_ENV_*``); a start that the command's

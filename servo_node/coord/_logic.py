@@ -232,7 +232,8 @@ def _f32(x: float) -> float:
     return float(np.float32(x))
 
 
-def _wire_limits(lim: ProfileLimits) -> ProfileLimits:
+def wire_limits(lim: ProfileLimits) -> ProfileLimits:
+    """The limits as a ServoCommand carries them (float32), which is what the node plans with."""
     return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))
 
 
@@ -424,7 +425,7 @@ class Coordinator:
                 v = a = 0.0
             motions.append(AxisMotion(p, v, a, _f32(pt), lim))
         plan = synchronize(motions, sync)
-        wire = [_wire_limits(ap.limits) for ap in plan.axes]
+        wire = [wire_limits(ap.limits) for ap in plan.axes]
         predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
         planning_s = time.perf_counter() - t_plan
         if plan.fallback:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from servo_node.otg import Trajectory, sample_batch
+from servo_node.otg import Trajectory
 
 LAG_MIN_SPEED = 0.1
 """Samples where the plan is slower than this fraction of its peak speed carry little timing information (and
@@ -39,9 +39,13 @@ def progress_deviation(series: Sequence[tuple[np.ndarray, np.ndarray]], starts: 
 
 
 def plan_positions(traj: Trajectory, t0: float, times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(p, v) of the plan ``traj`` started at ``t0``, at ``times`` (at its start before it)."""
-    p, v, _, _ = sample_batch(traj.profile, np.maximum(np.asarray(times, dtype=np.float64) - t0, 0.0))
-    return p.reshape(-1), v.reshape(-1)
+    """(p, v) of the plan ``traj`` started at ``t0``, at ``times`` (at its start before it).
+
+    Sampled one time at a time (a few thousand per move): the batch sampler is a parallel kernel, whose threads
+    and compilation a coordinator has no use for.
+    """
+    samples = np.array([traj.at(max(0.0, float(t) - t0))[:2] for t in times]).reshape(-1, 2)
+    return samples[:, 0], samples[:, 1]
 
 
 def plan_lag(traj: Trajectory, t0: float, t: np.ndarray, p: np.ndarray) -> float:

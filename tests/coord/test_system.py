@@ -3,9 +3,11 @@
 Each node runs its embedded simulated joint with its own profile limits and inertia, on uncommon node-IDs and
 subject-IDs, over UDP and over udpmc CAN. Verdicts come from what the nodes report (their plan start t0 and
 duration T in ``sys.motion``, their stop in ``sys.status``/``sys.motion``) and from their ``dynamics``, which
-the test records itself (its own pycyphal node) — never from wall-clock timing of the test machine. The start
-skew (each node's latency from reception to its next loop tick, which grows with the host's load) is what moves
-the axes off the line: ~0.13 % of the stroke per millisecond of skew in this move.
+the test records itself (its own pycyphal node) — never from wall-clock timing of the test machine. A node
+starts a setpoint's plan at its reception; what remains of start skew (the burst's length, the receiving
+threads' wake-up, which grow with the host's load) moves the axes off the line: ~0.13 % of the stroke per
+millisecond of skew in this move. The recorded motion must agree with the reported start: each axis trails its
+own plan started at the reported t0 by no more than a few milliseconds (a relabelled t0 would show there).
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import numpy as np
 import pytest
 
 from servo_node.coord import AxisMotion, Sync, synchronize
-from servo_node.coord._measure import progress_deviation
+from servo_node.coord._logic import wire_limits
+from servo_node.coord._measure import plan_lag, progress_deviation
+from servo_node.otg import plan as otg_plan
 from servo_node.setpoint import ProfileLimits
 from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 
@@ -175,8 +179,9 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
             # Different directions, distances and limits; axis 0 (asymmetric acceleration) limits, axis 1 follows it
             # mirrored: phase sync is feasible here (the math says so; the CLI must use it).
             targets = [2.0, -1.0, 2.5]
-            assert synchronize([AxisMotion(p, 0.0, 0.0, t, _limits(k)) for k, (p, t) in
-                                enumerate(zip(starts, targets, strict=True))], Sync.PHASE).used is Sync.PHASE
+            plan = synchronize([AxisMotion(p, 0.0, 0.0, t, _limits(k)) for k, (p, t) in
+                                enumerate(zip(starts, targets, strict=True))], Sync.PHASE)
+            assert plan.used is Sync.PHASE
             with popen(_coord(bus, targets, "--hold", "30"), coord_env) as proc:
                 # The coordinator prints its table once every node has reported its plan; it keeps holding, so
                 # no deadman expires (an expiry starts a stop, whose start would then be the node's t0).
@@ -194,9 +199,19 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
             series = [(s[:, 0], s[:, 1]) for s in (rec.series(i) for i in range(3))]
             deviation = progress_deviation(series, starts, targets, t_from, t_to)
             rates = [np.count_nonzero((t >= t_from) & (t <= t_to)) / (t_to - t_from) for t, _ in series]
+            # Each node's own plan (the coordinator's limits as the wire carries them), started at its reported t0:
+            # how far does the recorded motion trail it?
+            trajs = [otg_plan(p0, 0.0, 0.0, float(np.float32(pt)), 0.0, *wire_limits(ap.limits).as_tuple())
+                     for p0, pt, ap in zip(starts, targets, plan.axes, strict=True)]
+            lags = np.array([plan_lag(tr, t0[i], *series[i]) for i, tr in enumerate(trajs)])
             print(f"{bus_kind}: T {T}, arrival spread {spread * 1e3:.3f} ms, start skew "
-                  f"{np.ptp(t0) * 1e3:.3f} ms, final errors {errors}, straight-line deviation "
-                  f"{deviation * 100:.3f} % of stroke, dynamics at {[round(r) for r in rates]} Hz")
+                  f"{np.ptp(t0) * 1e3:.3f} ms, measured lag behind the reported plans {lags * 1e3} ms, final "
+                  f"errors {errors}, straight-line deviation {deviation * 100:.3f} % of stroke, dynamics at "
+                  f"{[round(r) for r in rates]} Hz")
+            assert np.allclose([tr.duration for tr in trajs], T, rtol=1e-5), "the nodes planned other moves"
+            # The joints really started at the reported t0 (to within the tracking lag of the embedded joints).
+            assert np.all(np.abs(lags) < 0.005), lags
+            assert np.ptp(t0 + T + lags) < 0.020
             assert all(abs(e) < 1e-3 for e in errors), errors
             # The nodes are asked for 500 Hz (1 kHz from three nodes loads a 2-core host enough to skew the starts);
             # what arrives depends on the host's load (their asyncio loops). Dense enough for the line check: linear
@@ -223,6 +238,7 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
                 assert st["expired_after_s"] <= DEADMAN_S + 0.1
                 assert 0.0 < planned <= took <= bound
                 assert abs(m["meas"][1]) < 0.05
+                assert m["plan"]["kind"] == "off"  # The plan reported is the stop's, and says so: no arrival.
             assert time.time() - killed < 30.0  # Only guards against a hang; the verdicts are the nodes' own.
         finally:
             rec.close()

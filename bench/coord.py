@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 NODE_IDS = [41, 42, 43, 44, 45, 46]
 SETPOINT0, DYNAMICS0 = 5100, 5200
 COORD_ID = 40
+MOVE_TIMEOUT_S = 60.0
+"""A move that has not finished by then is reported as hung (with where it waits) and counted."""
 DYNAMICS_RATE_HZ = 250
 
 
@@ -80,7 +82,20 @@ Rows = dict[str, list[float]]
 
 
 def _new_row() -> Rows:
-    return {k: [] for k in ("spread", "mspread", "ref", "meas", "plan", "burst", "fallback", "rejected", "stopped")}
+    keys = ("spread", "mspread", "ref", "meas", "plan", "burst", "fallback", "rejected", "stopped", "hung")
+    return {k: [] for k in keys}
+
+
+def _awaiting(task: asyncio.Task[Any]) -> str:
+    """Where a task waits: the chain of coroutine frames."""
+    where: list[str] = []
+    c: Any = task.get_coro()
+    while c is not None:
+        frame = getattr(c, "cr_frame", None) or getattr(c, "gi_frame", None)
+        if frame is not None:
+            where.append(f"{frame.f_code.co_name}:{frame.f_lineno}")
+        c = getattr(c, "cr_await", None) or getattr(c, "gi_yieldfrom", None)
+    return " → ".join(where)
 
 
 async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
@@ -115,8 +130,16 @@ async def _run(moves: int, seed: int, counts: list[int], bus: dict[str, str]) ->
         for k in range(moves):
             for sync in Sync:
                 targets = [position[i] + rng.choice((-1, 1)) * rng.uniform(0.3, 2.0) for i in range(n)]
+                task = asyncio.create_task(coord.move(targets, sync, hold_s=0.0, record=True))
+                await asyncio.wait({task}, timeout=MOVE_TIMEOUT_S)
+                if not task.done():
+                    print(f"move to {targets} ({sync.value}) hung: {_awaiting(task)}", file=sys.stderr)
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
+                    rows[n, sync.value]["hung"].append(1.0)
+                    continue
                 try:
-                    r = await coord.move(targets, sync, hold_s=0.0, record=True)
+                    r = task.result()
                 except CoordError as ex:
                     print(f"move failed: {ex}", file=sys.stderr)
                     continue
@@ -143,7 +166,7 @@ async def _run(moves: int, seed: int, counts: list[int], bus: dict[str, str]) ->
 def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
     lines = [title, f"{'axes':<4} {'sync':<6} {'n':>3} {'spread ms p50/p99/max':>29} {'meas spread ms':>29} "
              f"{'ref dev % p50/p99/max':>29} {'meas dev % p50/p99/max':>29} {'plan ms p50/p99/max':>29} "
-             f"{'burst ms p50/p99/max':>29} {'fell back':>9} {'rej/stop':>8}"]
+             f"{'burst ms p50/p99/max':>29} {'fell back':>9} {'rej/stop/hung':>13}"]
     groups: dict[tuple[str, str], Rows] = {}
     for (n, sync), row in rows.items():
         groups[str(n), sync] = row
@@ -161,7 +184,7 @@ def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
         lines.append(f"{n_label:<4} {sync:<6} {len(row['spread']):>3} {_stats(row['spread'], 1e3)} "
                      f"{_stats(row['mspread'], 1e3)} {_stats(row['ref'], 100)} {_stats(row['meas'], 100)} "
                      f"{_stats(row['plan'], 1e3)} {_stats(row['burst'], 1e3)} {fb:>9} "
-                     f"{len(row['rejected']):>3}/{len(row['stopped']):<4}")
+                     f"{len(row['rejected']):>5}/{len(row['stopped'])}/{len(row['hung'])}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,9 @@
 
 :mod:`._sync` is the pure synchronisation math (which limits make each node's own time-optimal plan last the
 common duration); :mod:`._logic` joins the bus, reads states and limits, sends one burst of setpoints and
-measures the arrival; :mod:`._cmd` is the command line. Importing this package has no side effects: the
+measures the arrival (:mod:`._measure`: straight-line deviation, each axis's lag behind its reported plan);
+:mod:`._cmd` is the command line. The nodes start a setpoint's plan at its reception, so the axes start as
+close together as the burst reaches them. Importing this package has no side effects: the
 generated DSDL types are imported by the functions that need them (compile them first,
 ``cyphal_common.dsdl.ensure_compiled()``, as the entry point does).
 """

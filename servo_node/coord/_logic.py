@@ -454,15 +454,15 @@ class Coordinator:
         if on_sent is not None:
             on_sent(plan)
 
-        async def repeat(until_mono: float | None) -> None:
+        async def repeat() -> None:
             next_at = time.monotonic() + repeat_s
-            while until_mono is None or next_at < until_mono:
+            while True:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
                 await self._burst(msgs)
                 next_at += repeat_s
 
         end_mono = time.monotonic() + max(predicted) + 0.15
-        feeder = asyncio.create_task(repeat(None))
+        feeder = asyncio.create_task(repeat())
         try:
             await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
             result = await self._measure(plan, motions, wire, predicted, sent_at, burst_s, planning_s)
@@ -473,7 +473,7 @@ class Coordinator:
             else:
                 await asyncio.sleep(hold_s)
         finally:
-            await cancel_and_wait([feeder])
+            await cancel_and_wait([feeder])  # Re-cancels: pycyphal's send can swallow a cancellation.
         return result
 
     async def _burst(self, msgs: Sequence[Any]) -> None:

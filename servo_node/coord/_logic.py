@@ -58,6 +58,10 @@ REST_VELOCITY = 1e-3
 """A measured |v| below this [unit/s] (and |a| below 100× this) counts as at rest: the node plans such a start
 from rest (its reference is at rest), and phase sync needs rest."""
 
+PLAN_MATCH_TOL = 1e-4
+"""A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
+(``sys.motion`` rounds T to 7 digits, and the node starts from its own reading of the position)."""
+
 _logger = logging.getLogger(__name__)
 
 
@@ -144,8 +148,10 @@ class AxisReport:
 
     @property
     def stopped(self) -> bool:
-        """A stop replaced this move's plan: t0 and T are not the move's."""
-        return self.kind != "move"
+        """The node's plan is not this move's: a stop replaced it, or the node planned another motion (e.g. it
+        took the setpoint only after its deadman had stopped it: a plan from elsewhere, of another duration)."""
+        own_plan = abs(self.node_duration - self.predicted) <= PLAN_MATCH_TOL * (1.0 + self.predicted)
+        return self.kind != "move" or not own_plan
 
     @property
     def arrival(self) -> float:
@@ -207,8 +213,8 @@ class MoveResult:
                                                    else "") + f"; common duration {self.plan.duration:.6f} s"]
         rows += [f"note: {n}" for n in self.plan.notes]
         rows += [f"REJECTED by {r}" for r in self.rejected]
-        rows += [f"STOPPED before arrival: {a} (a stop replaced its plan; left out of the spread)"
-                 for a in self.stopped]
+        rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "
+                 f"spread)" for a in self.stopped]
         ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
         rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
                     f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
@@ -506,9 +512,9 @@ class Coordinator:
                 _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
                                 "rejection: %s", ax.label, sent_at - t0, why or "none")
                 rejected.append(f"{ax.label}: {why or 'not taken'}")
-            elif kind != "move" and mot.target != mot.p0:
-                _logger.warning("%s stopped before it arrived (its plan is a %s's now): no arrival to report",
-                                ax.label, kind)
+            elif (kind != "move" or not abs(T - pred) <= PLAN_MATCH_TOL * (1.0 + pred)) and mot.target != mot.p0:
+                _logger.warning("%s did not follow this move's plan (its plan is a %s's of %.6f s, this move's "
+                                "%.6f s): no arrival to report", ax.label, kind, T, pred)
             final = rec.p[-1] if rec.p else float(m["meas"][0])
             settled = m.get("settled")
             lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if recorded and mot.distance else math.nan

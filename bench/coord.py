@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -204,6 +205,7 @@ def main() -> None:
 
     dsdl.ensure_compiled()
     rng = random.Random(args.seed)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Through the finally below: the nodes end too.
     with tempfile.TemporaryDirectory() as tmp:
         bus = _bus(args.transport)
         procs = _start_nodes(rng, Path(tmp), bus)

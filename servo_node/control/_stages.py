@@ -20,7 +20,7 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 Mimic's own stages (gear-in, following the leader) are in :mod:`._mimic`; here only the reference in the frame
 moving with the leader (:mod:`._mimic_frame`) and the hand-over of a mimic command.
 
-Why one module of ~460 lines: the stages share the loop's array layout and numba compiles them into one tick;
+Why one module of ~490 lines: the stages share the loop's array layout and numba compiles them into one tick;
 splitting them would spread one data flow over files that must change together.
 """
 

@@ -25,7 +25,7 @@ A move:
    timestamps, and each axis's measured lag behind its plan started at t0 (so the measured arrival spread
    checks that t0 is when the joint really started).
 
-Why one module of ~500 lines: reading the axes, sending the burst, holding and measuring the arrival are one
+Why one module of ~540 lines: reading the axes, sending the burst, holding and measuring the arrival are one
 session's steps over the same pycyphal node; the synchronisation math lives apart (:mod:`._sync`).
 """
 

@@ -223,6 +223,11 @@ class ValidatingRegistry(SimpleRegistry):
         registry_file.check(register_file)  # Read-only: a broken file is an error, never silently replaced.
         try:
             super().__init__(register_file, dict(environment_variables) if environment_variables is not None else None)
+            if register_file is not None and str(register_file).strip() not in ("", ":memory:"):
+                for b in self.backends:
+                    db = getattr(b, "_db", None)  # pycyphal's StaticBackend (pinned <1.28) keeps its connection here.
+                    if isinstance(db, sqlite3.Connection):
+                        registry_file.tune(db)
         except sqlite3.Error as ex:  # Changed between the check and the open.
             raise ConfigurationError(f"register file {str(register_file)!r}: {ex}") from None
 

@@ -145,3 +145,30 @@ def test_unusable_environment_value_is_one_line_error(variable: str, value: str,
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and "Traceback" not in res.stderr, res.stderr
     assert variable in lines[0] and words in lines[0], lines[0]
+
+
+def test_register_writes_do_not_wait_for_the_disk_and_survive_a_crash(tmp_path: Path) -> None:
+    """The register file is in WAL mode with synchronous=NORMAL (no fsync per write, which stalled the event loop
+    under disk contention), and a write is still there after the process died without closing anything."""
+    path = tmp_path / "servo.db"
+    script = f"""
+import os
+from servo_node.registers import ServoRegistry
+reg = ServoRegistry({str(path)!r}, {{}})
+reg.declare()
+reg["servo.profile.jerk"] = 123.0
+os._exit(0)  # No close, no checkpoint: as if killed.
+"""
+    subprocess.run([str(BIN / "python"), "-c", script], check=True, env=base_env(), timeout=120)
+    assert (tmp_path / "servo.db-wal").exists()  # The write is in the log, not yet in the file.
+    registry_file.check(path)
+    reg = ServoRegistry(path, {})
+    try:
+        db = sqlite3.connect(path)
+        assert db.execute("pragma journal_mode").fetchone()[0] == "wal"
+        db.close()
+        assert reg["servo.profile.jerk"].floats[0] == 123.0
+    finally:
+        reg.shutdown()
+    moved = registry_file.move_aside(path)  # The log goes with the file it belongs to.
+    assert moved is not None and not (tmp_path / "servo.db-wal").exists()

@@ -254,13 +254,19 @@ async def test_a_stale_duplicate_never_revives_a_silent_drive(client: Client) ->
         assert axis.loop.drive.arrays.rx[RX_COUNT] == 2.0
 
 
+TWO_AXES = {
+    "UAVCAN__UDP__IFACE": "127.0.0.1",
+    "UAVCAN__NODE__ID": str(NODE),
+    "SERVO__AXES": "left right",
+    "UAVCAN__SUB__LEFT__SETPOINT_SERVO__ID": "27",
+    "UAVCAN__SUB__RIGHT__SETPOINT_SERVO__ID": "28",
+}
+"""A node with the axes "left" and "right", their setpoints on subjects 27 and 28."""
+
+
 async def test_two_axes_move_independently(client: Client) -> None:
     env = {
-        "UAVCAN__UDP__IFACE": "127.0.0.1",
-        "UAVCAN__NODE__ID": str(NODE),
-        "SERVO__AXES": "left right",
-        "UAVCAN__SUB__LEFT__SETPOINT_SERVO__ID": "27",
-        "UAVCAN__SUB__RIGHT__SETPOINT_SERVO__ID": "28",
+        **TWO_AXES,
         "LEFT__SERVO__PROFILE__JERK": "100",
         "RIGHT__SERVO__PROFILE__JERK": "1000",
         "LEFT__SERVO__DEADMAN_TIMEOUT": "10",
@@ -292,11 +298,7 @@ async def test_two_axes_move_independently(client: Client) -> None:
 async def test_two_axes_share_one_control_thread(client: Client) -> None:
     """Real clock: one thread ticks both axes; they move to their targets; a RESTART builds a new thread."""
     env = {
-        "UAVCAN__UDP__IFACE": "127.0.0.1",
-        "UAVCAN__NODE__ID": str(NODE),
-        "SERVO__AXES": "left right",
-        "UAVCAN__SUB__LEFT__SETPOINT_SERVO__ID": "27",
-        "UAVCAN__SUB__RIGHT__SETPOINT_SERVO__ID": "28",
+        **TWO_AXES,
         "LEFT__SERVO__DEADMAN_TIMEOUT": "10",
         "RIGHT__SERVO__DEADMAN_TIMEOUT": "10",
         "RIGHT__SERVO__LOOP_RATE": "500",

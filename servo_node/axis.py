@@ -375,10 +375,8 @@ class Axis:
         f, loop = self._follower, self._loop
         if f is None or loop is None or self._halting or self._collided or not f.leader_ok:
             return
-        state = self.gate.update(self.now())
-        if state is ServoState.ERROR and self.gate.error_code is ErrorCode.DRIVE_LOST:
-            if loop.sample().error is ErrorCode.DRIVE_LOST:
-                return
+        if self.gate.update(self.now()) is ServoState.ERROR and self._loop_refuses_motion():
+            return
         if not self.gate.on_setpoint(received_at_s):
             return
         s = loop.sample()
@@ -387,10 +385,16 @@ class Axis:
             loop.follow(f.limits(), received_at_s)
             self._feedback_due.set()
 
+    def _loop_refuses_motion(self) -> bool:
+        """The drive is silent, or a stop is still braking past its bound: the loop refuses motion until that clears
+        (so the gate must not report ENGAGED for a setpoint the loop drops)."""
+        return self.loop.sample().error in (ErrorCode.DRIVE_LOST, ErrorCode.STOP_TIMEOUT)
+
     def _error_persists(self, sp: Setpoint) -> bool:
+        """True if this setpoint cannot end the error: the loop would refuse it, or it is the one that failed."""
+        if self._loop_refuses_motion():
+            return True
         code = self.gate.error_code
-        if code is ErrorCode.DRIVE_LOST:
-            return self.loop.sample().error is ErrorCode.DRIVE_LOST  # The drive is still silent.
         if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
             return sp == self._failed_setpoint  # The very setpoint that failed: it would fail again.
         return False

@@ -381,8 +381,8 @@ def reference(now: float, A: LoopArrays) -> bool:
                     st[L.ST_ERROR] = E_NONE
                 _disengage(st)
             else:
-                if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND]:
-                    _set_error(st, E_STOP_TIMEOUT)
+                if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND] and st[L.ST_ERROR] != E_DRIVE_LOST:
+                    _set_error(st, E_STOP_TIMEOUT)  # A silent drive stays DRIVE_LOST: its rest can't be seen.
                 braking = True
     if st[L.ST_ENGAGED] == 0.0:
         ref[0] = m[L.M_P]

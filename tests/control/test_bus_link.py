@@ -10,11 +10,13 @@ from __future__ import annotations
 import pytest
 
 from servo_node.config import loop_config
+from servo_node.control import _layout as L
+from servo_node.drive import _remote_link as link
 from servo_node.errors import ErrorCode
 from servo_node.registers import ServoRegistry
 from servo_node.setpoint import ProfileLimits, Setpoint
 from sim_plant import JointParams
-from tests.control.bus_model import Bus, make_bus
+from tests.control.bus_model import STEP, Bus, make_bus
 
 LIMITS = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
 """The default profile: a 0 → 3 move plans 0.600 s."""
@@ -121,3 +123,27 @@ def test_the_stop_after_expiry_brakes_to_rest_over_the_bus() -> None:
     assert s.expired and not s.engaged
     assert s.stop_planned_s <= s.stop_took_s <= s.stop_bound_s
     assert abs(b.joint.velocity) <= 1e-3
+
+
+def test_a_drive_silent_mid_move_stays_drive_lost_past_the_stop_bound() -> None:
+    """A dead drive's stop can never be seen to end: the error stays DRIVE_LOST (counted once, not traded for a stop
+    timeout the gate would let a setpoint clear), the loop keeps commanding zero velocity, and refuses new motion."""
+    b = bus(command_delay=0.002, measure_delay=0.002)
+    b.loop.command(Setpoint(STROKE, 0.0, LIMITS, 100.0), b.loop.now())
+    b.run(0.2)  # Moving fast.
+    before = b.loop.sample()
+    assert before.engaged and before.error is ErrorCode.NONE
+    tx = b.loop.drive.arrays.tx
+    errors = set()
+    for _ in range(3000):  # Three seconds of silence: far past the feedback timeout and the stop's bound.
+        b.loop.advance(STEP)
+        s = b.loop.sample()
+        if s.error is not ErrorCode.NONE:
+            errors.add(s.error)
+    assert errors == {ErrorCode.DRIVE_LOST}
+    assert s.error_count == before.error_count + 1
+    assert s.engaged and tx[link.TX_ENABLE] == 1.0 and tx[link.TX_V] == 0.0
+    b.loop.command(Setpoint(-STROKE, 0.0, LIMITS, 100.0), b.loop.now())
+    b.loop.advance(STEP)
+    s = b.loop.sample()
+    assert s.error is ErrorCode.DRIVE_LOST and s.mode == L.MODE_STOP and tx[link.TX_V] == 0.0

@@ -22,7 +22,6 @@ from cyphal_common import dsdl
 BIN = Path(sys.executable).parent
 SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
 """The ``sim-plant`` command of the tree under test (an installed console script may point at another tree)."""
-CLIENT_NODE_ID = 126
 
 _CLIENT_POOL = itertools.cycle((111, 112, 113, 114, 115, 116, 122))
 """Client node-IDs of successive ``y`` calls. Every yakut process starts its transfer-IDs at 0, and a server drops a
@@ -115,7 +114,7 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
 
 
 @contextmanager
-def servo_node(env: Mapping[str, str], registry: Path, node_id: int = 125) -> Iterator[subprocess.Popen[str]]:
+def servo_node(env: Mapping[str, str], registry: Path, node_id: int) -> Iterator[subprocess.Popen[str]]:
     """A ``servo-node run`` process, returned once it answers register reads."""
     with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env) as proc:
         wait_for(

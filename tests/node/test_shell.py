@@ -29,7 +29,7 @@ from servo_node.axis import Axis
 from servo_node.drive._remote_link import RX_COUNT
 from servo_node.node import ServoNode
 
-NODE, CLIENT = 125, 126
+NODE, CLIENT = 3733, 3734  # Uncommon: other Cyphal traffic on 127.0.0.1 may use 125/126.
 SETPOINT, DYNAMICS = 27, 30
 DEADMAN_S = 0.5
 DRIVE_PORTS = {

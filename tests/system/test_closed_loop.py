@@ -20,7 +20,9 @@ import pytest
 from cyphal_common.transport import yakut_transport_expression
 from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, servo_node, wait_for, y
 
-NODE, PLANT, CLIENT = 125, 90, 126
+NODE, PLANT, CLIENT = 107, 87, 108
+SETPOINT = 3127
+"""Uncommon IDs (CAN-valid node-IDs): other Cyphal traffic on 127.0.0.1 may use the usual 125/126 and subject 27."""
 DEADMAN_S = 0.5
 
 
@@ -67,15 +69,15 @@ def publisher(env: dict[str, str], *args: str) -> Iterator[Any]:
 def test_embedded_move_with_yakut(tmp_path: Path) -> None:
     env = base_env(
         UAVCAN__NODE__ID=str(NODE),
-        UAVCAN__SUB__SETPOINT_SERVO__ID="27",
+        UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
         SERVO__LOOP_CLOCK="stepped",
     )
     with servo_node(env, tmp_path / "servo.db", NODE):
-        y("r", "125", "servo.profile.velocity", "--", "-40", "40", env=env)
-        y("r", "125", "servo.profile.acceleration", "--", "-80", "80", env=env)
-        y("r", "125", "servo.profile.jerk", "1000", env=env)
-        rate = float(y("r", "125", "servo.loop_rate", env=env))
-        with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "100"):
+        y("r", str(NODE), "servo.profile.velocity", "--", "-40", "40", env=env)
+        y("r", str(NODE), "servo.profile.acceleration", "--", "-80", "80", env=env)
+        y("r", str(NODE), "servo.profile.jerk", "1000", env=env)
+        rate = float(y("r", str(NODE), "servo.loop_rate", env=env))
+        with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "100"):
             m = wait_for(lambda: isinstance((m := motion(env))["settled"], float) and m, timeout=60, what="arrival")
         final = m["meas"][0]
         print(
@@ -88,7 +90,7 @@ def test_embedded_move_with_yakut(tmp_path: Path) -> None:
 
 def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(servo env, sim-plant env, yakut env) for one bus of the given kind."""
-    ids = {"drive_setpoint": 40, "drive_readiness": 41, "drive_dynamics": 42, "drive_feedback": 43}
+    ids = {"drive_setpoint": 3140, "drive_readiness": 3141, "drive_dynamics": 3142, "drive_feedback": 3143}
     if kind.startswith("udpmc"):
         buses = 2 if kind == "udpmc-redundant" else 1
         port = str(random.randint(20000, 60000))
@@ -105,7 +107,7 @@ def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]
     servo_env = base_env(
         **common,
         UAVCAN__NODE__ID=str(NODE),
-        UAVCAN__SUB__SETPOINT_SERVO__ID="27",
+        UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
         SERVO__DRIVE__BACKEND="udral",
         UAVCAN__PUB__DRIVE_SETPOINT__ID=str(ids["drive_setpoint"]),
         UAVCAN__PUB__DRIVE_READINESS__ID=str(ids["drive_readiness"]),
@@ -137,13 +139,13 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
         with servo_node(yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))},
                         tmp_path / "servo.db", NODE):  # fmt: skip
             env = yakut_env
-            with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "30"):
+            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "30"):
                 m = wait_for(lambda: at_target(env, 30.0), timeout=60, what=f"the remote joint to reach 30 over {bus}")
                 print(f"{bus}: reached {m['meas'][0]:.4f} (ref {m['ref'][0]}), max tracking error {m['track_max']:.3e}")
                 assert servo(env)["state"] == "engaged"
             # Far away, then kill the publisher mid-motion (the user's Ctrl+C is no kinder): deadman expiry,
             # then a jerk-limited stop, then no force.
-            with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "1000") as pub:
+            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "1000") as pub:
                 wait_for(lambda: abs(motion(env)["meas"][1]) > 10.0, timeout=30, what="fast motion")
                 pub.send_signal(signal.SIGKILL)
             s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
@@ -157,7 +159,7 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
             assert abs(m["meas"][1]) <= 1e-3, m  # The drive followed the stop down to rest.
 
             # Move again, then kill the drive: the servo reports a drive error and keeps braking.
-            with publisher(env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", "35"):
+            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "35"):
                 wait_for(lambda: motion(env)["engaged"], timeout=30, what="engaged again")
                 plant.send_signal(signal.SIGKILL)
                 s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")

@@ -10,7 +10,7 @@ import pytest
 
 from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 
-NODE, CLIENT = 125, 126
+NODE, CLIENT = 3735, 3736  # Uncommon: other Cyphal traffic on 127.0.0.1 may use 125/126.
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

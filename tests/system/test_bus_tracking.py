@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.procs import SIM_PLANT, popen, realtime, servo_node, wait_for
-from tests.system.test_closed_loop import NODE, _bus_env, motion, publisher
+from tests.system.test_closed_loop import NODE, SETPOINT, _bus_env, motion, publisher
 
 TARGET = 3.0
 TOLERANCE = 0.001
@@ -40,7 +40,7 @@ def test_move_over_the_bus_tracks_and_settles_on_time(bus: str, tmp_path: Path) 
             wait_for(lambda: motion(yakut_env)["meas"][0] == 0.0, timeout=30, what="the drive's dynamics")
             rt = realtime(plant.pid) and realtime(node.pid)
             print(f"{bus}: SCHED_FIFO {'on' if rt else 'not permitted'}")
-            with publisher(yakut_env, "-T", "0.1", "27:uavcan.primitive.scalar.real32", str(TARGET)):
+            with publisher(yakut_env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", str(TARGET)):
                 m = wait_for(lambda: _settled(yakut_env), timeout=60, what=f"arrival over {bus}")
             duration = m["plan"]["T"]
             age_p50, age_max, delay_p50, delay_max = m["link"]

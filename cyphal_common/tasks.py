@@ -16,13 +16,25 @@ RETRY_S = 0.05
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task[object]], retry_s: float = RETRY_S) -> None:
-    """Cancel ``tasks`` and return once every one has ended; their exceptions are retrieved and dropped."""
+    """Cancel ``tasks`` and return once every one has ended; their exceptions are retrieved and dropped.
+
+    Cancelled itself meanwhile (a parent ending this task's parent with ``cancel_and_wait`` cancels it every
+    ``retry_s``), it still ends the tasks first and raises ``CancelledError`` after: given up half-way, it would
+    leave an orphan running (a coordinator's feeder repeating an old setpoint against the next move's).
+    """
     everything = list(tasks)
     pending = {t for t in everything if not t.done()}
+    interrupted = False
     while pending:
         for t in pending:
             t.cancel()
-        _, pending = await asyncio.wait(pending, timeout=retry_s)
+        try:
+            _, pending = await asyncio.wait(pending, timeout=retry_s)
+        except asyncio.CancelledError:
+            interrupted = True
+            pending = {t for t in pending if not t.done()}
     for t in everything:
         if not t.cancelled():
             t.exception()  # Retrieved: no "exception was never retrieved" at garbage collection.
+    if interrupted:
+        raise asyncio.CancelledError

@@ -54,6 +54,8 @@ from .reports import (
     feedback_message,
     json_register,
     motion_view,
+    real64_register,
+    reference_view,
     status_message,
     status_view,
     text_register,
@@ -139,6 +141,7 @@ class Axis:
         self._intake.fault = self.fault
         self.registers.serve("sys.status", json_register(self.status))
         self.registers.serve("sys.motion", json_register(self.motion))
+        self.registers.serve("sys.reference", real64_register(self.reference))
         self.registers.serve("sys.counters", json_register(self.counts))
         self.registers.serve("sys.last_rejection", text_register(lambda: self.counters.last_rejection))
         self._loop: ControlLoop | None = None
@@ -527,6 +530,10 @@ class Axis:
         if loop is None:
             return motion_view(None, None, self.loop_clock)
         return motion_view(loop.sample(), loop.link_stats(), self.loop_clock)
+
+    def reference(self) -> list[float]:
+        """``sys.reference`` (see :func:`~servo_node.reports.reference_view`)."""
+        return reference_view(self._loop.sample() if self._loop is not None else None)
 
     def counts(self) -> dict[str, Any]:
         """``sys.counters`` (see :func:`~servo_node.reports.counters_view`)."""

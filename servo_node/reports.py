@@ -141,6 +141,22 @@ def counters_view(
     }
 
 
+def reference_view(s: LoopSample | None) -> list[float]:
+    """``sys.reference``: the reference [p, v, a] at full precision while the loop commands the drive, else NaNs.
+
+    A coordinator predicts a node's next plan from it (an engaged node plans from its reference, not from the
+    measured position); ``sys.motion`` rounds it to fit its JSON.
+    """
+    if s is None or not s.engaged:
+        return [math.nan] * 3
+    return [s.ref_position, s.ref_velocity, s.ref_acceleration]
+
+
+def real64_register(view: Callable[[], list[float]]) -> Callable[[], register.Value]:
+    """A read-only register getter serving ``view()`` as a real64 array."""
+    return lambda: register.Value(real64=register.Real64(view()))
+
+
 def json_register(view: Callable[[], dict[str, Any]]) -> Callable[[], register.Value]:
     """A read-only register getter serving ``view()`` as compact JSON."""
 

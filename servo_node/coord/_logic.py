@@ -5,11 +5,14 @@ this module needs no compiled DSDL.
 
 A move:
 
-1. the latest ``dynamics`` (``zubax.physics.dynamics.DoF3rdTs.1.0``) of every axis is its start state, its
-   ``servo.profile.{velocity,acceleration,jerk}`` registers (``uavcan.register.Access``) its own limits, and
+1. the latest ``dynamics`` (``zubax.physics.dynamics.DoF3rdTs.1.0``) of every axis is its start state (or, for
+   a node engaged and holding still, its ``sys.reference``: it plans from that, not from the measured position),
+   its ``servo.profile.{velocity,acceleration,jerk}`` registers (``uavcan.register.Access``) its own limits, and
    ``servo.deadman_timeout`` sets how often the setpoints are repeated;
-2. :func:`~._sync.synchronize` plans every axis with the nodes' own OTG; targets and limits are rounded to the
-   float32 the wire carries and every duration is predicted again from exactly what the node receives;
+2. :func:`~._sync.synchronize` plans every axis with the nodes' own OTG (an axis at rest within its node's
+   ``servo.arrival_tolerance`` of its target, or named in ``held``, is held: its own limits, no synchronisation);
+   targets and limits are rounded to the float32 the wire carries and every duration is predicted again from
+   exactly what the node receives;
 3. one ``zubax.telega.ServoCommand.1.0`` per axis, all in one burst (published back to back, with the
    ``dynamics`` subscriptions closed so no reception delays it); the same messages are repeated until the
    hold ends — a node re-plans only a *different* setpoint, so the repetitions only feed its deadman and never
@@ -39,7 +42,7 @@ import math
 import os
 import time
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,6 +148,8 @@ class AxisReport:
     lag: float = math.nan
     """How far the measured motion trails its plan started at t0 [second] (from ``dynamics``; NaN: not recorded):
     p_meas(t) ≈ p_plan(t − t0 − lag), fitted by least squares over the move."""
+    held: bool = False
+    """Held where it is (its distance too small to synchronise, see ``_sync.HOLD_FRACTION``): not a moving axis."""
 
     @property
     def stopped(self) -> bool:
@@ -165,7 +170,8 @@ class AxisReport:
 
     @property
     def moves(self) -> bool:
-        return self.target != self.start
+        """Part of the synchronised motion: its target differs from its start and it is not held."""
+        return self.target != self.start and not self.held
 
 
 @dataclass(frozen=True)
@@ -219,9 +225,10 @@ class MoveResult:
         rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
                     f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
         for a in self.axes:
+            arrival = f"{(a.arrival - ref) * 1e3:>10.3f}" if not a.held else f"{'held':>10}"
             rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
                         f"{a.node_duration:>10.6f} "
-                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {(a.arrival - ref) * 1e3:>10.3f} "
+                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {arrival} "
                         f"{a.lag * 1e3:>10.3f} {a.settled:>10.4f} {a.final - a.target:>10.2e}")
         measured_spread = (f", measured {self.measured_spread * 1e3:.3f} ms (t0 + T + the lag of the dynamics)"
                            if math.isfinite(self.measured_spread) else "")
@@ -400,6 +407,7 @@ class Coordinator:
         on_sent: Callable[[SyncPlan], None] | None = None,
         on_result: Callable[[MoveResult], None] | None = None,
         record: bool = False,
+        held: Collection[int] = (),
     ) -> MoveResult:
         """Move every axis to its target together; returns once measured and the hold has ended.
 
@@ -409,6 +417,9 @@ class Coordinator:
             lag. The subscriptions are closed for the burst either way (at high ``dynamics`` rates the receptions
             would delay it on this event loop: 3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms) and, when
             recording, opened again right after it; recording costs this process CPU time during the move.
+        :param held: indices of axes that keep their target: sent it with their own limits, outside the
+            synchronisation and the spread (see :func:`~._sync.synchronize`). An axis at rest within its node's
+            ``servo.arrival_tolerance`` of its target is held anyway.
         """
         import zubax.physics.dynamics
         import zubax.physics.kinematics
@@ -420,17 +431,25 @@ class Coordinator:
         n = len(self.axes)
         limits = await asyncio.gather(*(self.limits(i) for i in range(n)))
         deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
+        tolerance = await asyncio.gather(*(self.read_register(i, "servo.arrival_tolerance") for i in range(n)))
         repeat_s = min(0.1, min(d[0] for d in deadman) / 4.0)
         self._start_dynamics()
         states = await self.states()
 
+        references = await asyncio.gather(*(self.read_register(i, "sys.reference") for i in range(n)))
+
         t_plan = time.perf_counter()
         motions = []
-        for (_, p, v, a), pt, lim in zip(states, targets, limits, strict=True):
+        for (_, p, v, a), pt, lim, ref in zip(states, targets, limits, references, strict=True):
             if abs(v) < REST_VELOCITY and abs(a) < 100 * REST_VELOCITY:
                 v = a = 0.0
+            if len(ref) == 3 and math.isfinite(ref[0]) and ref[1] == 0.0 and ref[2] == 0.0:
+                p, v, a = ref[0], 0.0, 0.0  # Engaged at rest, it plans from its reference, not the residual off it.
             motions.append(AxisMotion(p, v, a, _f32(pt), lim))
-        plan = synchronize(motions, sync)
+        # An axis at rest within its node's arrival tolerance of its target has arrived: held, not synchronised.
+        held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, tolerance, strict=True))
+                         if m.at_rest and abs(m.distance) <= tol[0])}
+        plan = synchronize(motions, sync, held)
         wire = [wire_limits(ap.limits) for ap in plan.axes]
         predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
         planning_s = time.perf_counter() - t_plan
@@ -501,29 +520,31 @@ class Coordinator:
         # Each node's plan: the same OTG from the same inputs (the coordinator predicted its duration exactly).
         trajs = [otg_plan(m.p0, m.v0, m.a0, m.target, 0.0, *lim.as_tuple()) for m, lim in zip(motions, wire,
                                                                                            strict=True)]
-        for i, (ax, m, mot, pred, rec, traj) in enumerate(zip(self.axes, reports, motions, predicted, recs, trajs,
-                                                               strict=True)):
+        for i, (ax, m, mot, pred, rec, traj, ap) in enumerate(zip(self.axes, reports, motions, predicted, recs, trajs,
+                                                                   plan.axes, strict=True)):
+            moving = mot.target != mot.p0 and not ap.held
             pl = m.get("plan", {})
             t0 = float(pl.get("t0", math.nan))
             T = float(pl.get("T", math.nan))
             kind = str(pl.get("kind", "move"))
-            if not (t0 >= sent_at - 0.05) and mot.target != mot.p0:
+            if not (t0 >= sent_at - 0.05) and moving:
                 why = await self.read_register(i, "sys.last_rejection")
                 _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
                                 "rejection: %s", ax.label, sent_at - t0, why or "none")
                 rejected.append(f"{ax.label}: {why or 'not taken'}")
-            elif (kind != "move" or not abs(T - pred) <= PLAN_MATCH_TOL * (1.0 + pred)) and mot.target != mot.p0:
+            elif (kind != "move" or not abs(T - pred) <= PLAN_MATCH_TOL * (1.0 + pred)) and moving:
                 _logger.warning("%s did not follow this move's plan (its plan is a %s's of %.6f s, this move's "
                                 "%.6f s): no arrival to report", ax.label, kind, T, pred)
             final = rec.p[-1] if rec.p else float(m["meas"][0])
             settled = m.get("settled")
-            lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if recorded and mot.distance else math.nan
+            lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if recorded and moving else math.nan
             axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0,
-                                   float(settled) if isinstance(settled, float) else math.nan, final, kind, lag))
+                                   float(settled) if isinstance(settled, float) else math.nan, final, kind, lag,
+                                   ap.held))
         t_to = sent_at + max(predicted) + 0.1
         series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
         starts = [m.p0 for m in motions]
-        targets = [m.target for m in motions]
+        targets = [m.p0 if ap.held else m.target for m, ap in zip(motions, plan.axes, strict=True)]  # Held: no line.
         deviation = progress_deviation(series, starts, targets, sent_at, t_to) if recorded else math.nan
         # The reference: each node's plan started at its own reported t0 (a stopped axis has none).
         grid = np.arange(sent_at, t_to, 1e-3)

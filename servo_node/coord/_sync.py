@@ -26,12 +26,17 @@ Modes (:class:`Sync`):
 * ``time``: every axis arrives at the common duration T = max T_i; axis i gets its own limits time-scaled by
   k_i ∈ (0, 1] such that its own time-optimal plan lasts exactly T.
 * ``none``: every axis time-optimal under its own limits.
+
+**Held axes** (the caller names them: a joint that keeps its target, whose distance is only a settling residual
+or the float32 of the wire) get their own limits and are left out of the spread, the straight line and the
+common duration. Scaled to such a distance their limits would be practically zero, which a node refuses (below
+1e-4 of its envelope).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -97,7 +102,9 @@ class AxisPlan:
     optimal_duration: float
     """Duration of its time-optimal plan under its own limits [second]."""
     scale: float
-    """``phase``: distance ratio ρ to the limiting axis; ``time``: time scale k; ``none``: 1."""
+    """``phase``: distance ratio ρ to the limiting axis; ``time``: time scale k; ``none``: 1; held: 0."""
+    held: bool = False
+    """Held at its target with its own limits, outside the synchronisation (see :func:`synchronize`)."""
 
 
 @dataclass(frozen=True)
@@ -118,8 +125,8 @@ class SyncPlan:
 
     @property
     def spread(self) -> float:
-        """Largest minus smallest planned duration among the axes that move [second]."""
-        moving = [a.duration for a in self.axes if a.duration > 0.0]
+        """Largest minus smallest planned duration among the axes that move (held ones aside) [second]."""
+        moving = [a.duration for a in self.axes if a.duration > 0.0 and not a.held]
         return max(moving) - min(moving) if moving else 0.0
 
 
@@ -299,44 +306,61 @@ def time_limits(
     return lim, k, dur(ax, lim)
 
 
-def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE) -> SyncPlan:
+def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held: Collection[int] = ()) -> SyncPlan:
     """Plan a coordinated move: per-axis time-optimal durations, the common duration, the limits per axis.
 
     ``phase`` falls back to ``time`` when it is infeasible; :attr:`SyncPlan.fallback` says why (never silent).
+    ``held``: indices of axes to hold at their target with their own limits, outside the synchronisation (a joint
+    whose target does not change: its distance is only a settling residual); a plan note names each one held
+    while its target differs from its position.
     """
     sync = Sync(sync)
     dur = _duration_of()
     own = [dur(ax, ax.limits) for ax in axes]
-    if not axes or max(own) <= 0.0:
-        plans = tuple(AxisPlan(ax.limits, t, t, 1.0) for ax, t in zip(axes, own, strict=True))
-        return SyncPlan(sync, sync, 0.0, -1, plans)
-    limiting = max(range(len(axes)), key=lambda i: own[i])
+    free = [0.0 if i in held else t for i, t in enumerate(own)]
+    if not axes or max(free) <= 0.0:
+        plans = tuple(AxisPlan(ax.limits, t, t, 0.0 if i in held else 1.0, held=i in held)
+                      for i, (ax, t) in enumerate(zip(axes, own, strict=True)))
+        return SyncPlan(sync, sync, 0.0, -1, plans, notes=_held_notes(axes, plans))
+    limiting = max(range(len(axes)), key=lambda i: free[i])
     t_common = own[limiting]
     if sync is Sync.NONE:
-        plans = tuple(AxisPlan(ax.limits, t, t, 1.0) for ax, t in zip(axes, own, strict=True))
-        return SyncPlan(sync, sync, t_common, limiting, plans)
+        plans = tuple(AxisPlan(ax.limits, t, t, 0.0 if i in held else 1.0, held=i in held)
+                      for i, (ax, t) in enumerate(zip(axes, own, strict=True)))
+        return SyncPlan(sync, sync, t_common, limiting, plans, notes=_held_notes(axes, plans))
     fallback = ""
     if sync is Sync.PHASE:
-        result = _phase(axes, own, limiting)
+        result = _phase(axes, own, limiting, held)
         if isinstance(result, tuple):
-            return SyncPlan(sync, Sync.PHASE, t_common, limiting, result)
+            return SyncPlan(sync, Sync.PHASE, t_common, limiting, result, notes=_held_notes(axes, result))
         fallback = result
     plans_t: list[AxisPlan] = []
     notes: list[str] = []
     for i, (ax, t_i) in enumerate(zip(axes, own, strict=True)):
+        if i in held:
+            plans_t.append(AxisPlan(ax.limits, t_i, t_i, 0.0, held=True))
+            continue
         if t_i <= 0.0:
-            plans_t.append(AxisPlan(ax.limits, 0.0, 0.0, 1.0))
+            plans_t.append(AxisPlan(ax.limits, 0.0, 0.0, 0.0, held=True))
             continue
         lim, k, t = time_limits(ax, t_common, t_i)
         if abs(t - t_common) > MISS_RTOL * t_common:
             notes.append(f"axis {i}: no time scale reaches {t_common:.6f} s from its start state; it takes {t:.6f} s")
         plans_t.append(AxisPlan(lim, t, t_i, k))
+    notes += _held_notes(axes, plans_t)
     return SyncPlan(sync, Sync.TIME, t_common, limiting, tuple(plans_t), fallback, tuple(notes))
 
 
-def _phase(axes: Sequence[AxisMotion], own: Sequence[float], limiting: int) -> tuple[AxisPlan, ...] | str:
+def _held_notes(axes: Sequence[AxisMotion], plans: Sequence[AxisPlan]) -> tuple[str, ...]:
+    """A note per axis held while its target differs from its position (never silent)."""
+    return tuple(f"axis {i}: held {ax.distance:.3g} from its target (own limits, not synchronised)"
+                 for i, (ax, pl) in enumerate(zip(axes, plans, strict=True)) if pl.held and ax.distance != 0.0)
+
+
+def _phase(axes: Sequence[AxisMotion], own: Sequence[float], limiting: int,
+           held: Collection[int]) -> tuple[AxisPlan, ...] | str:
     """Phase-synchronised plans, or why phase synchronisation is infeasible."""
-    moving = [i for i, ax in enumerate(axes) if ax.distance != 0.0 or not ax.at_rest]
+    moving = [i for i, ax in enumerate(axes) if (ax.distance != 0.0 or not ax.at_rest) and i not in held]
     for i in moving:
         ax = axes[i]
         if not ax.at_rest:
@@ -349,8 +373,11 @@ def _phase(axes: Sequence[AxisMotion], own: Sequence[float], limiting: int) -> t
         if i == limiting:
             plans.append(AxisPlan(ax.limits, own[i], own[i], 1.0))
             continue
+        if i in held:
+            plans.append(AxisPlan(ax.limits, own[i], own[i], 0.0, held=True))
+            continue
         if ax.distance == 0.0:
-            plans.append(AxisPlan(ax.limits, 0.0, 0.0, 0.0))
+            plans.append(AxisPlan(ax.limits, 0.0, 0.0, 0.0, held=True))
             continue
         lim = phase_limits(lead, ax, peaks)
         if isinstance(lim, str):

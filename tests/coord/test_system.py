@@ -220,6 +220,19 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
             assert spread < 0.020
             assert deviation <= 0.01
 
+            # Only axis 1 moves on; axes 0 and 2 stay at their targets (at rest within their nodes' arrival
+            # tolerance): held with their own limits, not synchronised to a near-zero distance (the limits scaled to
+            # it would be refused by the nodes as practically zero).
+            targets2 = [targets[0], targets[1] - 0.5, targets[2]]
+            with popen(_coord(bus, targets2, "--hold", "30"), coord_env) as proc:
+                out = _read_until(proc, "straight-line deviation")
+                print(out)
+                assert "REJECTED" not in out and "STOPPED" not in out and "arrival spread 0.000 ms" in out
+                m1 = wait_for(lambda: isinstance((m := readers[1].json("sys.motion"))["settled"], float) and m,
+                              timeout=10, what="axis 1 arrived")
+                assert abs(m1["meas"][0] - targets2[1]) < 1e-3
+                assert all(abs(rec.latest(i)[1] - targets[i]) < 1e-3 for i in (0, 2))
+
             # Back toward the start, then kill the coordinator mid-move: the deadman expires, every axis stops.
             with popen(_coord(bus, starts, "--sync", "time"), coord_env) as proc:
                 # "Moving" as the nodes report it (the recorder may lag behind a flood of dynamics).

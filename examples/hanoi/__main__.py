@@ -109,7 +109,7 @@ async def _run(args: argparse.Namespace, bus: Bus, cell: Cell, plan: TaskPlan) -
     try:
         async with run:
             await run.wait_for_nodes(180.0)
-            await run.prepare(plan)
+            await run.prepare()
             print(f"five nodes up after {time.monotonic() - t_start:.1f} s", flush=True)
             report = await run.execute(plan, progress)
             print(report.summary(), flush=True)

@@ -1,9 +1,10 @@
 """Execute a checked plan on the five servo nodes through ``servo_node.coord`` and verify it while it runs.
 
-Every segment is one coordinated move of the joints whose target changes (phase sync: they start together,
-arrive together and move along a straight line in joint space); the joints that keep their target are held at
-it by a second coordinator (each joint's own limits), so no node's deadman expires between or during moves.
-A coordinator is one pycyphal node per set of joints (created on first use; the sets repeat).
+Every segment is one coordinated move of all five joints by one coordinator (one pycyphal node): the joints
+whose target changes start together, arrive together and move along a straight line in joint space (phase
+sync); the joints that keep their target get it again as held axes (their own limits, outside the
+synchronisation and the spread: their distance is only a settling residual). One publisher per joint: no two
+coordinators ever send one joint different setpoints, and no node's deadman expires between or during moves.
 
 Verification (all from the nodes' *measured* ``dynamics``, recorded by the scope):
 
@@ -21,6 +22,7 @@ nodes report they are at rest.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import statistics
@@ -90,7 +92,7 @@ class RunReport:
 
 
 class ArmRun:
-    """The five joints on the bus: coordinators per joint set, the scope recorder, the checks."""
+    """The five joints on the bus: one coordinator for all of them, the scope recorder, the checks."""
 
     def __init__(self, bus: Bus, arm: ArmGeometry, fk_tolerance: float = 1e-3, grip_tolerance: float = 5e-4):
         self.bus = bus
@@ -100,16 +102,8 @@ class ArmRun:
         self.axes = [Axis(bus.node(k), bus.setpoint(k), bus.dynamics(k), name) for k, name in enumerate(NAMES)]
         self.recorder = ScopeRecorder([(bus.dynamics(k), name) for k, name in enumerate(NAMES)],
                                       bus.environment(bus.helper(0)), poll_hz=0.0)
-        self._coords: dict[tuple[int, ...], Coordinator] = {}
+        self.coordinator = Coordinator(self.axes, bus.environment(bus.helper(1)))
         self._tasks: list[asyncio.Task[Any]] = []
-        self._holding: set[str] = set()
-        logging.getLogger("servo_node.coord._logic").addFilter(self._quiet_holds)
-
-    def _quiet_holds(self, record: logging.LogRecord) -> bool:
-        """Drop the coordinator's "did not take its setpoint" for a held joint: holding the target it already
-        has is the same setpoint again, which a node rightly does not re-plan."""
-        args = record.args if isinstance(record.args, tuple) else ()
-        return not (record.msg.startswith("%s did not take its setpoint") and args and args[0] in self._holding)
 
     @property
     def trace(self) -> Trace:
@@ -121,32 +115,12 @@ class ArmRun:
 
     async def __aexit__(self, *_: object) -> None:
         await self._release()
-        for c in self._coords.values():
-            c.close()
+        self.coordinator.close()
         await self.recorder.aclose()
-        logging.getLogger("servo_node.coord._logic").removeFilter(self._quiet_holds)
 
-    def _coordinator(self, joints: tuple[int, ...]) -> Coordinator:
-        if joints not in self._coords:
-            node_id = self.bus.helper(1 + len(self._coords))
-            self._coords[joints] = Coordinator([self.axes[k] for k in joints], self.bus.environment(node_id))
-        return self._coords[joints]
-
-    @staticmethod
-    def joint_sets(plan: TaskPlan) -> list[tuple[int, ...]]:
-        """The sets of joints that move together, and those held meanwhile, over the plan (and all five)."""
-        sets = {tuple(range(5))}
-        prev = plan.home
-        for seg in plan.segments:
-            moving, held = _split(seg.target, prev)
-            sets.update(s for s in (moving, held) if s)
-            prev = seg.target
-        return sorted(sets)
-
-    async def prepare(self, plan: TaskPlan) -> None:
-        """Start every coordinator the plan needs (each joins the bus and loads the OTG) before the first move."""
-        coords = [self._coordinator(s) for s in self.joint_sets(plan)]
-        await asyncio.gather(*(c.start() for c in coords))
+    async def prepare(self) -> None:
+        """Start the coordinator (it joins the bus and loads the OTG) before the first move."""
+        await self.coordinator.start()
 
     def measured(self) -> tuple[list[float], list[float], float]:
         """Latest measured positions and velocities of the five joints, and the oldest sample's time."""
@@ -179,12 +153,13 @@ class ArmRun:
         await cancel_and_wait(self._tasks)
         self._tasks.clear()
 
-    async def _start(self, joints: tuple[int, ...], targets: Sequence[float], sync: Sync) -> asyncio.Future[Any]:
-        """Start a coordinated move that holds its targets until released; the future gets its MoveResult."""
+    async def _start(self, targets: Sequence[float], held: Sequence[int]) -> asyncio.Future[Any]:
+        """Start a coordinated move of all joints (``held`` keep their target) that holds its targets until
+        released; the future gets its MoveResult."""
         loop = asyncio.get_running_loop()
         sent: asyncio.Future[Any] = loop.create_future()
         done: asyncio.Future[Any] = loop.create_future()
-        coord = self._coordinator(joints)
+        coord = self.coordinator
 
         def settle(f: asyncio.Future[Any]) -> Any:
             def set_once(value: Any) -> None:
@@ -195,28 +170,24 @@ class ArmRun:
 
         async def run() -> None:
             try:
-                await coord.move(list(targets), sync, hold_s=None, on_sent=settle(sent), on_result=settle(done))
+                await coord.move(list(targets), Sync.PHASE, hold_s=None, on_sent=settle(sent),
+                                 on_result=settle(done), held=held)
             except Exception as ex:  # Any failure of a move ends the run through the futures.
                 why = str(ex) if isinstance(ex, CoordError) else f"{type(ex).__name__}: {ex}"
                 for f in (sent, done):
                     if not f.done():
-                        f.set_exception(VerificationError(f"{', '.join(NAMES[k] for k in joints)}: {why}"))
+                        f.set_exception(VerificationError(why))
 
         self._tasks.append(loop.create_task(run()))
         await asyncio.wait_for(sent, SEND_TIMEOUT_S)
         return done
 
     async def segment(self, seg: Segment, prev: Pose, report: RunReport) -> None:
-        """One segment: hold the joints that keep their target, move the others together, verify."""
+        """One segment: move the joints whose target changes together, hold the others, verify."""
         moving, held = _split(seg.target, prev)
         _logger.info("%s: moving %s, holding %s", seg.describe(), [NAMES[k] for k in moving], [NAMES[k] for k in held])
         await self._release()
-        self._holding = {NAMES[k] for k in held}
-        if held:
-            await self._start(held, [prev[k] for k in held], Sync.NONE)
-        if not moving:
-            return
-        done = await self._start(moving, [seg.target[k] for k in moving], Sync.PHASE)
+        done = await self._start(seg.target, held)
         result: MoveResult = await asyncio.wait_for(done, 30.0)
         if result.rejected:
             raise VerificationError(f"{seg.describe()}: refused by {'; '.join(result.rejected)}")
@@ -252,11 +223,24 @@ class ArmRun:
         if seg.kind == "place":
             report.placements.append(err)
 
+    async def _log_states(self) -> None:
+        """Every node's state and reason (``sys.status``) and plan (``sys.motion``) at a failure, for the log."""
+        for k, name in enumerate(NAMES):
+            try:
+                status = json.loads(await self.coordinator.read_register(k, "sys.status"))["servo"]
+                motion = await self.coordinator.motion(k)
+            except (CoordError, ValueError, KeyError) as ex:
+                _logger.error("%s: no state (%s)", name, ex)
+                continue
+            _logger.error("%s: %s (%s), error %s; ref %s, meas %s, plan %s", name, status.get("state"),
+                          status.get("reason"), status.get("error"), motion.get("ref"), motion.get("meas"),
+                          motion.get("plan"))
+
     async def safe_stop(self, timeout_s: float = 5.0) -> bool:
         """Stop sending setpoints; every node stops on its own (deadman, then its stop to rest). True once all
         report ``engaged: false`` at rest."""
         await self._release()
-        coord = self._coordinator(tuple(range(5)))
+        coord = self.coordinator
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
@@ -293,6 +277,7 @@ class ArmRun:
             if not stacks.solved():
                 raise VerificationError(f"the run ended with the stacks {stacks.pegs}, not all on C")
         except (VerificationError, IllegalMoveError, TimeoutError) as ex:
+            await self._log_states()
             stopped = await self.safe_stop()
             at_rest = "every joint at rest" if stopped else "NOT confirmed at rest"
             raise VerificationError(f"{ex}; stopped ({at_rest})") from ex

@@ -28,11 +28,6 @@ def _run(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]
 
 
 @pytest.mark.slow
-@pytest.mark.skip(
-    reason="known failure (issue 14, open): joints held by a second coordinator can replace a move's plan with "
-    "an old hold setpoint, so a move may end short; the run then stops the arm safely and exits 1 (as in the CI "
-    "run of 2026-11-22). Run `make hanoi` by hand until one coordinator holds and moves all joints."
-)
 def test_three_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
     png = tmp_path / "hanoi.png"
     res = _run("--boxes", "3", "--figure", str(png))

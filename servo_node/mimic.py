@@ -44,6 +44,9 @@ LEADER_STATE_TIMEOUT_S = 3.0
 SOURCES_MAX = 64
 """Sources remembered on the leader's subjects (spoofed node-IDs cannot grow memory beyond this)."""
 
+STALE_WINDOW_US = 10_000_000
+"""A leader sample stamped up to this much older than the newest one taken is a stale duplicate [µs]."""
+
 HEALTH_WARNING = 2
 """zubax.service.Health: WARNING and worse are a leader in error."""
 
@@ -87,6 +90,8 @@ class Follower:
         self.leader_node_id: int | None = None
         self.state = L.LEADER_DISENGAGED
         self._state_at = -math.inf  # [second, time.monotonic] of the latest feedback
+        self._sample_at = -math.inf  # [second, time.monotonic] of the latest leader sample taken
+        self._lost = False  # The leader went silent: its last reported state is void until it reports again.
         self.samples = 0
         self.foreign_samples = 0
         """Samples on the leader subjects from other nodes than the leader (ignored)."""
@@ -94,6 +99,9 @@ class Follower:
         self.sources = 0
         """Distinct publishers on the leader's subjects within the last second (the leader and any other)."""
         self.bad_samples = 0
+        self.stale_samples = 0
+        """Leader samples dropped: stamped no newer than the newest taken (a late duplicate)."""
+        self._newest_stamp_us = 0
         """Leader samples with a non-finite position or velocity (ignored; the lost-leader deadman runs on)."""
         self.on_sample: Any = None
         """Called with the reception time [loop clock] of each valid leader sample (the axis engages here)."""
@@ -116,7 +124,7 @@ class Follower:
     @property
     def leader_ok(self) -> bool:
         """The leader reports ENGAGED and healthy (and the report is fresh)."""
-        return self.state == L.LEADER_OK and not self.fault
+        return self.state == L.LEADER_OK and not self._lost and not self.fault
 
     def limits(self) -> Setpoint:
         """The follower's own limits (``servo.profile.*``, ``servo.torque_limit``), as a setpoint without target."""
@@ -166,10 +174,21 @@ class Follower:
         if not (math.isfinite(p) and math.isfinite(v)):
             self.bad_samples += 1
             return
+        stamp_us = int(msg.timestamp.microsecond)
+        if stamp_us > 0 and 0 <= self._newest_stamp_us - stamp_us <= STALE_WINDOW_US:
+            # Not newer than what we have: a late duplicate (accepted again after the transfer-ID timeout, or
+            # from another interface) must never make a dead leader look alive, nor re-arm the follower. A stamp much
+            # older than the newest is a leader that restarted with its clock: taken.
+            self.stale_samples += 1
+            if self.stale_samples == 1:
+                self._diag.report(f"{self._label}mimic: a leader sample no newer than the last one dropped")
+            return
+        self._newest_stamp_us = stamp_us
         rx = self._rx_loop_s(meta, self._now())
-        measured_at = self.stamp_to_loop_s(int(msg.timestamp.microsecond))
+        measured_at = self.stamp_to_loop_s(stamp_us)
         self._input.sample(p, v, a if math.isfinite(a) else 0.0, measured_at, rx)
         self.samples += 1
+        self._sample_at = time.monotonic()
         if self.on_sample is not None:
             self.on_sample(rx)
 
@@ -186,6 +205,7 @@ class Follower:
         else:
             state = L.LEADER_OK if int(hb.readiness.value) == READINESS_ENGAGED else L.LEADER_DISENGAGED
         self._state_at = time.monotonic()
+        self._lost = False
         self._set_state(state, self._rx_loop_s(meta, self._now()))
 
     def _set_state(self, state: float, received_at_s: float) -> None:
@@ -205,11 +225,16 @@ class Follower:
         self._seen[src] = time.monotonic()
 
     def supervise(self, now: float) -> None:
-        """A leader whose feedback stopped is in an unknown state: not followed (the follower stops). More than one
-        publisher on the leader's subjects is reported (on change)."""
+        """A leader whose feedback stopped is in an unknown state: not followed (the follower stops). So is a lost
+        leader (no sample within the deadman timeout): only a feedback received after that may report it ENGAGED
+        again — a leader that restarts sends samples before its first feedback (STANDBY), and the ENGAGED of its
+        previous life must not arm the follower meanwhile. More than one publisher on the leader's subjects is
+        reported (on change)."""
         mono = time.monotonic()
         if self.state == L.LEADER_OK and mono - self._state_at > LEADER_STATE_TIMEOUT_S:
             self._set_state(L.LEADER_DISENGAGED, now)
+        if mono - max(self._sample_at, self._state_at) > self._registers.real("servo.deadman_timeout"):
+            self._lost = True  # The loop stops on its own (lost leader); this only keeps it from re-arming.
         before = self.sources
         recent = sorted(n for n, t in self._seen.items() if mono - t <= PUBLISHER_WINDOW_S)
         self.sources = len(recent)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from cyphal_common.tasks import cancel_and_wait
 from tests.procs import BusThread
 
 
@@ -84,10 +85,6 @@ class Recorder(BusThread):
         task = self._run(start())
 
         def stop() -> None:
-            async def cancel() -> None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-
-            self._run(cancel())
+            self._run(cancel_and_wait([task]))  # pycyphal's send can swallow a single cancel: it would run on.
 
         return stop

@@ -74,9 +74,12 @@ def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int
     mi[L.MI_EXTRAP] = dt
     v_min, v_max, j = act[L.C_VMIN], act[L.C_VMAX], act[L.C_JMAX]
     a_lim = min(-act[L.C_AMIN], act[L.C_AMAX])
-    margin = V_MARGIN * (v_max - v_min)
-    v_c = min(max(v_t, v_min + margin), v_max - margin)
     a_c = min(max(a_t, -A_FEED_MAX * a_lim), A_FEED_MAX * a_lim)
+    # The relative frame moves at v_c + a_c·t: within the tick it is sampled at, its velocity drifts by |a_c|·T, so
+    # the relative velocity limits leave that room (else the reference would pass v_max by a_c·T: 0.2 % measured).
+    drift = min(abs(a_c) * A.cfg[L.K_PERIOD], 0.25 * (v_max - v_min))
+    margin = V_MARGIN * (v_max - v_min) + drift
+    v_c = min(max(v_t, v_min + margin), v_max - margin)
     lag = v_t < v_min or v_t > v_max or abs(a_t) > a_lim
     if lag and mi[L.MI_LAG] == 0.0:
         mi[L.MI_LAG_COUNT] += 1.0
@@ -84,7 +87,7 @@ def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int
     mi[L.MI_P], mi[L.MI_V], mi[L.MI_A] = p_t, v_c, a_c
     a_rel = a_lim - abs(a_c)
     status = plan_into(
-        p_r - p_t, v_r - v_c, a_r - a_c, 0.0, 0.0, v_min - v_c, v_max - v_c, -a_rel, a_rel, j, A.prof
+        p_r - p_t, v_r - v_c, a_r - a_c, 0.0, 0.0, v_min - v_c + drift, v_max - v_c - drift, -a_rel, a_rel, j, A.prof
     )
     if status != 0:
         # No relative plan (a numerical corner): change the follower's own velocity towards the clamped target

@@ -7,6 +7,7 @@ verdict is on loop time, so it is deterministic.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,12 +35,13 @@ class Bench:
         self.next_sample = 0.0
         self.leader_v = 0.0
         self.leader_p = 0.0
+        self.leader_a = 0.0
         self.alive = True
         self.lead.state(L.LEADER_OK, 0.0)
         self.rows: list[tuple[float, ...]] = []
 
     def leader_at(self, t: float) -> float:
-        return self.leader_p + self.leader_v * t
+        return self.leader_p + self.leader_v * t + 0.5 * self.leader_a * t * t
 
     def follow(self) -> None:
         self.loop.follow(Setpoint(0.0, 0.0, LIMITS, 100.0), self.loop.now())
@@ -49,7 +51,7 @@ class Bench:
             now = self.loop.now()
             if self.alive and now >= self.next_sample:
                 ts = now - self.latency_s  # The sample describes the leader at ts and arrives now.
-                self.lead.sample(self.leader_at(ts), self.leader_v, 0.0, ts, now)
+                self.lead.sample(self.leader_at(ts), self.leader_v + self.leader_a * ts, self.leader_a, ts, now)
                 self.next_sample += self.sample_s
             self.loop.advance(PERIOD)
             s = self.loop.sample()
@@ -119,6 +121,24 @@ def test_a_leader_faster_than_the_follower_lags_within_limits_then_catches_up() 
     m = MimicSample.read(b.loop.out)
     assert not m.lag and m.lag_count == 1
     assert abs(r[-1, 4] - rel(b.leader_at(r[-1, 0]))) < 1e-6
+
+
+@pytest.mark.xfail(strict=True, reason="known defect (issue 12, open): the target's acceleration feed-forward is "
+                   "not faded out near the follower's speed limit, so the reference reaches the limit still "
+                   "accelerating (~22 units/s²) and passes it by a²/2j (6.83 for a limit of 6); the per-tick drift "
+                   "of the relative frame (a·T, the 0.2 % seen over the bus) is fixed")
+def test_an_accelerating_leader_beyond_the_follower_s_speed_keeps_the_reference_within_it() -> None:
+    """The target accelerates (feed-forward) while the follower runs at its own speed limit: the relative frame's
+    velocity drifts within each tick, and the reference must still stay within the limit (it passed it by
+    a·T, 0.2 %, before the relative limits left room for that drift)."""
+    b = Bench(Relation(5.0, 0.0, 0.0))
+    b.leader_v, b.leader_a = 1.0, 2.0  # The target: 5 → beyond 6 units/s within 0.1 s, accelerating at 10 units/s².
+    b.follow()
+    b.run(1.0)
+    r = b.array()
+    print(f"|v_ref| max {np.abs(r[:, 2]).max():.9g} (limit {LIMITS.v_max:g})")
+    assert np.abs(r[:, 2]).max() <= LIMITS.v_max * (1 + 1e-9)
+    assert np.abs(r[:, 3]).max() <= LIMITS.a_max * (1 + 1e-9)
 
 
 @settings(max_examples=8, deadline=None)

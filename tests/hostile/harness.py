@@ -1,8 +1,10 @@
 """Watching a real ``servo-node`` process under hostile input: heartbeats, dynamics, memory, its log.
 
-:class:`BusObserver` is an in-process pycyphal node (its own, uncommon node-ID) on UDP 127.0.0.1 running in a
-thread: it records every heartbeat whose source is the node under test (reception timestamps, so gaps are measured
-where the product promises them: on the bus) and every ``dynamics`` sample. :func:`rss_kib` reads the resident set
+:class:`BusObserver` records every heartbeat whose source is the node under test, stamped by the kernel at its
+arrival (:class:`KernelStampedHeartbeats`: gaps are measured where the product promises them, on the bus, even
+when the test's own process is too busy to read datagrams on time — a fuzzer holding the GIL made 2–6 s "gaps" out
+of heartbeats the node sent every 1.00 s), and, through an in-process pycyphal node (its own, uncommon node-ID) on
+UDP 127.0.0.1 in a thread, every ``dynamics`` sample. :func:`rss_kib` reads the resident set
 of the process from ``/proc``. :class:`LoggedNode` starts ``servo-node run`` with stdout+stderr in a file, so the
 log can be searched for ``Traceback`` while the process runs.
 """
@@ -11,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import select
+import socket
+import struct
 import subprocess
 import threading
 import time
@@ -19,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cyphal_common.heartbeat_probe import CYPHAL_UDP_PORT, HEARTBEAT_SUBJECT_ID, parse_heartbeat
 from tests.procs import BIN, BusThread, read_register, stop, wait_for
 
 HEARTBEAT_GAP_LIMIT_S = 1.5
@@ -42,6 +48,50 @@ class DynamicsSample:
     velocity: float
 
 
+SO_TIMESTAMP = 29
+"""Linux: stamp each received datagram with its arrival time (``SCM_TIMESTAMP``, a struct timeval); Python's
+``socket`` module does not name it."""
+
+
+class KernelStampedHeartbeats:
+    """Heartbeats of one node on Cyphal/UDP 127.0.0.1 with the kernel's arrival time, read by a plain thread.
+
+    The times are on ``time.monotonic`` (the kernel stamps the system clock; the offset is taken at each read).
+    """
+
+    def __init__(self, node_id: int, on_heartbeat: Any) -> None:
+        self._node_id, self._on_heartbeat = node_id, on_heartbeat
+        group = socket.inet_aton(f"239.0.{HEARTBEAT_SUBJECT_ID >> 8}.{HEARTBEAT_SUBJECT_ID & 0xFF}")
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_UDP)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+        self._sock.bind((socket.inet_ntoa(group), CYPHAL_UDP_PORT))
+        self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, group + socket.inet_aton("127.0.0.1"))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if not select.select([self._sock], [], [], 0.2)[0]:
+                continue
+            data, ancillary, _, _ = self._sock.recvmsg(2048, socket.CMSG_SPACE(16))
+            hb = parse_heartbeat(data)
+            if hb is None or hb.source != self._node_id:
+                continue
+            arrived = time.monotonic()
+            for level, kind, value in ancillary:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMP and len(value) >= 16:
+                    sec, usec = struct.unpack("qq", value[:16])
+                    arrived = sec + usec * 1e-6 - (time.time() - time.monotonic())
+            self._on_heartbeat(arrived)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+
 class BusObserver(BusThread):
     """Heartbeats of one node and its ``dynamics`` subject, recorded from a pycyphal node in a thread."""
 
@@ -52,25 +102,25 @@ class BusObserver(BusThread):
         self._lock = threading.Lock()
         super().__init__("bus-observer")
         self._started = time.monotonic()
+        self._heartbeats = KernelStampedHeartbeats(node_id, self._on_heartbeat)
         self._presentation = self._run(self._open(observer_node_id, dynamics_subject))
+
+    def _on_heartbeat(self, arrived: float) -> None:
+        with self._lock:
+            self.heartbeats.append(arrived)
+
+    def close(self) -> None:
+        self._heartbeats.close()
+        super().close()
 
     async def _open(self, observer_node_id: int, dynamics_subject: int | None) -> Any:
         import pycyphal.presentation
-        import uavcan.node
         import zubax.physics.dynamics
 
         from cyphal_common.transport import make_transport
 
         transport = make_transport({"uavcan.node.id": observer_node_id, "uavcan.udp.iface": "127.0.0.1"})
         presentation = pycyphal.presentation.Presentation(transport)
-        hb = presentation.make_subscriber_with_fixed_subject_id(uavcan.node.Heartbeat_1_0)
-
-        async def on_heartbeat(_msg: Any, meta: Any) -> None:
-            if meta.source_node_id == self.node_id:
-                with self._lock:
-                    self.heartbeats.append(float(meta.timestamp.monotonic))
-
-        hb.receive_in_background(on_heartbeat)
         if dynamics_subject is not None:
             dyn = presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, dynamics_subject)
 

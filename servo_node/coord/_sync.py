@@ -318,16 +318,13 @@ def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held:
     dur = _duration_of()
     own = [dur(ax, ax.limits) for ax in axes]
     free = [0.0 if i in held else t for i, t in enumerate(own)]
+    own_plans = tuple(_own_plan(ax, t, i in held) for i, (ax, t) in enumerate(zip(axes, own, strict=True)))
     if not axes or max(free) <= 0.0:
-        plans = tuple(AxisPlan(ax.limits, t, t, 0.0 if i in held else 1.0, held=i in held)
-                      for i, (ax, t) in enumerate(zip(axes, own, strict=True)))
-        return SyncPlan(sync, sync, 0.0, -1, plans, notes=_held_notes(axes, plans))
+        return SyncPlan(sync, sync, 0.0, -1, own_plans, notes=_held_notes(axes, own_plans))
     limiting = max(range(len(axes)), key=lambda i: free[i])
     t_common = own[limiting]
     if sync is Sync.NONE:
-        plans = tuple(AxisPlan(ax.limits, t, t, 0.0 if i in held else 1.0, held=i in held)
-                      for i, (ax, t) in enumerate(zip(axes, own, strict=True)))
-        return SyncPlan(sync, sync, t_common, limiting, plans, notes=_held_notes(axes, plans))
+        return SyncPlan(sync, sync, t_common, limiting, own_plans, notes=_held_notes(axes, own_plans))
     fallback = ""
     if sync is Sync.PHASE:
         result = _phase(axes, own, limiting, held)
@@ -337,11 +334,8 @@ def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held:
     plans_t: list[AxisPlan] = []
     notes: list[str] = []
     for i, (ax, t_i) in enumerate(zip(axes, own, strict=True)):
-        if i in held:
-            plans_t.append(AxisPlan(ax.limits, t_i, t_i, 0.0, held=True))
-            continue
-        if t_i <= 0.0:
-            plans_t.append(AxisPlan(ax.limits, 0.0, 0.0, 0.0, held=True))
+        if i in held or t_i <= 0.0:
+            plans_t.append(_own_plan(ax, t_i, held=True))
             continue
         lim, k, t = time_limits(ax, t_common, t_i)
         if abs(t - t_common) > MISS_RTOL * t_common:
@@ -349,6 +343,11 @@ def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held:
         plans_t.append(AxisPlan(lim, t, t_i, k))
     notes += _held_notes(axes, plans_t)
     return SyncPlan(sync, Sync.TIME, t_common, limiting, tuple(plans_t), fallback, tuple(notes))
+
+
+def _own_plan(ax: AxisMotion, duration: float, held: bool) -> AxisPlan:
+    """The axis under its own limits: time-optimal (scale 1), or held (scale 0)."""
+    return AxisPlan(ax.limits, duration, duration, 0.0 if held else 1.0, held=held)
 
 
 def _held_notes(axes: Sequence[AxisMotion], plans: Sequence[AxisPlan]) -> tuple[str, ...]:
@@ -373,11 +372,8 @@ def _phase(axes: Sequence[AxisMotion], own: Sequence[float], limiting: int,
         if i == limiting:
             plans.append(AxisPlan(ax.limits, own[i], own[i], 1.0))
             continue
-        if i in held:
-            plans.append(AxisPlan(ax.limits, own[i], own[i], 0.0, held=True))
-            continue
-        if ax.distance == 0.0:
-            plans.append(AxisPlan(ax.limits, 0.0, 0.0, 0.0, held=True))
+        if i in held or ax.distance == 0.0:
+            plans.append(_own_plan(ax, own[i], held=True))
             continue
         lim = phase_limits(lead, ax, peaks)
         if isinstance(lim, str):

@@ -80,6 +80,7 @@ class Follower:
         )
         self.compensate = registers.flag("servo.mimic.compensation")
         self._registers = registers
+        self._deadman_s = registers.real("servo.deadman_timeout")  # Read at start, as the loop's (restart applies).
         self._dynamics = dynamics
         self._feedback = _subscriber(node, zubax.service.actuator.Feedback_1_0, names.port("mimic_leader_feedback"))
         self.fault = "" if self._feedback is not None else "mimic: mimic_leader_feedback not configured (leader state)"
@@ -233,7 +234,7 @@ class Follower:
         mono = time.monotonic()
         if self.state == L.LEADER_OK and mono - self._state_at > LEADER_STATE_TIMEOUT_S:
             self._set_state(L.LEADER_DISENGAGED, now)
-        if mono - max(self._sample_at, self._state_at) > self._registers.real("servo.deadman_timeout"):
+        if mono - max(self._sample_at, self._state_at) > self._deadman_s:
             self._lost = True  # The loop stops on its own (lost leader); this only keeps it from re-arming.
         before = self.sources
         recent = sorted(n for n, t in self._seen.items() if mono - t <= PUBLISHER_WINDOW_S)

@@ -171,16 +171,15 @@ def _conversion_reason(current: ValueProxy, source: object) -> str:
 class _WatchedProxy(register.ValueProxyWithFlags):
     """A register value whose failed :meth:`assign` calls ``on_failure(reason)`` before raising as usual.
 
-    With ``fixed_size`` (registers of the table) a numeric value of another element count fails too.
+    A numeric value of another element count fails too (pycyphal would truncate or zero-pad it silently).
     """
 
-    def __init__(self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None], *, fixed_size: bool) -> None:
+    def __init__(self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None]) -> None:
         super().__init__(v.value, mutable=v.mutable, persistent=v.persistent)
         self._on_failure = on_failure
-        self._fixed_size = fixed_size
 
     def assign(self, source: register.RelaxedValue) -> None:
-        mismatch = _size_mismatch(self, source) if self._fixed_size else None
+        mismatch = _size_mismatch(self, source)
         if mismatch is not None:
             self._on_failure(mismatch)
             raise RefusedWriteError(f"{mismatch}; kept {show(self)}")
@@ -198,7 +197,9 @@ class ValidatingRegistry(SimpleRegistry):
     Every refused write is counted (:attr:`refused_writes`) and reported through ``on_refused``, whatever layer
     refused it: a validator of the table, another element count, or pycyphal's own type conversion — also on the
     path of ``uavcan.register.Access`` writes, where pycyphal's server converts with ``registry[name].assign(value)``
-    before anything reaches :meth:`__setitem__` (:meth:`__getitem__` hands it a proxy that reports the failure).
+    before anything reaches :meth:`__setitem__` (:meth:`__getitem__` hands it a proxy that reports the failure; there
+    a numeric write of another element count is refused for every register, pycyphal's included). Access writes to
+    unknown or read-only registers are refused by :mod:`cyphal_common.register_access`, which serves Access.
     Registers not in the table (``uavcan.*``, port-IDs, read-only ``sys.*``) are otherwise pycyphal's.
     The register file is checked read-only before it is opened (:mod:`cyphal_common.registry_file`).
     """
@@ -275,7 +276,7 @@ class ValidatingRegistry(SimpleRegistry):
         v = super().__getitem__(name)
         if self._creating:
             return v
-        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), fixed_size=self.spec_for(name) is not None)
+        return _WatchedProxy(v, lambda reason: self.refuse(name, reason))
 
     def refuse(self, name: str, reason: str) -> None:
         """Count a refused write of ``name`` and report it through ``on_refused``."""

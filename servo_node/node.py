@@ -27,6 +27,7 @@ import uavcan.node
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
+from cyphal_common.register_access import serve_register_access
 from cyphal_common.tasks import cancel_and_wait
 
 from .axis import Axis
@@ -191,6 +192,7 @@ class ServoNode:
             transport=_make_transport(reg),
         )
         self._node = node
+        serve_register_access(node, reg)  # Writes to unknown or read-only registers are counted too.
         self._continue_transfer_ids(node)
         node.heartbeat_publisher.mode = Mode.INITIALIZATION
         self._collision = CollisionMonitor(reg, node, self._on_collision)

@@ -30,6 +30,7 @@ from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from cyphal_common import registry_file as register_file
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
+from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.transport import make_transport
@@ -309,6 +310,7 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         registry,
         transport=transport,
     )
+    serve_register_access(node, registry)  # Writes to unknown or read-only registers are counted too.
     plant: Plant | None = None
     try:
         node.heartbeat_publisher.mode = Mode.INITIALIZATION

@@ -208,7 +208,10 @@ class RegisterClient(BusThread):
         return presentation, client
 
     def read(self, name: str) -> Any:
-        """The register's value: a string, or a list of numbers; raises AssertionError if the node is silent."""
+        """The register's value: a string, a list of numbers, or None if there is no such register.
+
+        Raises AssertionError if the node is silent.
+        """
 
         async def call() -> Any:
             import uavcan.register
@@ -218,6 +221,8 @@ class RegisterClient(BusThread):
         result = self._run(call())
         assert result is not None, f"node {self._server} did not answer a read of {name}"
         value = result[0].value
+        if value.empty is not None:
+            return None
         if value.string is not None:
             return value.string.value.tobytes().decode()
         from pycyphal.application.register import ValueProxy

@@ -2,7 +2,9 @@
 
 Writes go through the real yakut CLI: ``y r`` (yakut coerces the text to the register's type first, so a wrong *size*
 reaches the node) and ``y call uavcan.register.access`` (a wrong *type* reaches the node as sent). pycyphal's register
-server refuses those inside its value conversion; before, only validator refusals were counted.
+server refuses those inside its value conversion; before, only validator refusals were counted. Our own Access
+server (``cyphal_common.register_access``) also counts writes to unknown and read-only registers, which pycyphal's
+ignores without a trace, and element-count changes of pycyphal's own registers, which it would truncate or pad.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def refused(reader: RegisterClient) -> int:
 
 
 ACCESS = "uavcan.register.access"
+UNCHANGED = "unchanged"
+"""``after`` of a register whose value is whatever it was before the write (the write must not change it)."""
 CASES = [
     # (yakut arguments, register, value afterwards, words in the report)
     (["r", "servo.profile.velocity", "1", "2", "3"], "servo.profile.velocity", [-10.0, 10.0], "must be two values"),
@@ -67,6 +71,24 @@ CASES = [
         "needs 1 value, got 2",
     ),
     (["r", "servo.profile.jerk", "nan"], "servo.profile.jerk", [500.0], "not finite"),  # The validator, as before.
+    (
+        ["call", ACCESS, "{name: {name: no.such.register}, value: {real32: {value: [1]}}}"],
+        "no.such.register",
+        None,
+        "no such register",
+    ),
+    (
+        ["call", ACCESS, "{name: {name: sys.counters}, value: {string: {value: '{}'}}}"],
+        "sys.counters",
+        UNCHANGED,
+        "read-only",
+    ),
+    (
+        ["call", ACCESS, "{name: {name: uavcan.pub.dynamics.id}, value: {natural16: {value: [7, 8]}}}"],
+        "uavcan.pub.dynamics.id",
+        UNCHANGED,
+        "needs 1 value, got 2",
+    ),
 ]
 
 
@@ -76,10 +98,13 @@ def test_refused_write_is_counted_and_reported(
 ) -> None:
     proc, reader, env = node
     before = refused(reader)
+    if after == UNCHANGED and name != "sys.counters":
+        after = reader.read(name)
     verb, *rest = args
     y(verb, str(NODE), *rest, env=env, client_id=next(_client_ids))
     wait_for(lambda: refused(reader) == before + 1, 10, what=f"refused_writes {before} -> {before + 1}")
-    assert reader.read(name) == after
+    if after != UNCHANGED:  # sys.counters has just changed by the refusal itself.
+        assert reader.read(name) == after
     wait_for(lambda: f"register write refused: {name}" in proc.text(), 10, what="the refusal in the log")
     line = [ln for ln in proc.text().splitlines() if f"register write refused: {name}" in ln][-1]
     assert words in line, line

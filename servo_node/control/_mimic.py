@@ -11,7 +11,8 @@ a_ref − a_T)`` is driven to (0, 0, 0) by our OTG with the follower's velocity 
 symmetric acceleration limit reduced by ``|a_T|``, so ``reference = T + relative`` converges to the relation
 exactly (no lag of the plan's duration, as planning towards the target's *current* position would have) and
 never exceeds the follower's own velocity, acceleration or jerk. Where the relation asks for more than that
-(|v_T| beyond the velocity limits, |a_T| beyond the acceleration limit) the feed-forward is clamped, the follower
+(|v_T| beyond the velocity limits, |a_T| beyond the acceleration limit) the feed-forward is clamped (and no
+acceleration is fed forward near a speed limit, so the reference reaches it with zero acceleration), the follower
 runs at its limits and catches up jerk-limited when it can: ``MI_LAG`` and ``MI_LAG_COUNT`` say so.
 
 Two stages of the tick (:mod:`._kernel`): :func:`follow_leader` re-plans each tick and stops on a lost or failing
@@ -75,11 +76,24 @@ def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int
     v_min, v_max, j = act[L.C_VMIN], act[L.C_VMAX], act[L.C_JMAX]
     a_lim = min(-act[L.C_AMIN], act[L.C_AMAX])
     a_c = min(max(a_t, -A_FEED_MAX * a_lim), A_FEED_MAX * a_lim)
-    # The relative frame moves at v_c + a_c·t: within the tick it is sampled at, its velocity drifts by |a_c|·T, so
-    # the relative velocity limits leave that room (else the reference would pass v_max by a_c·T: 0.2 % measured).
-    drift = min(abs(a_c) * A.cfg[L.K_PERIOD], 0.25 * (v_max - v_min))
-    margin = V_MARGIN * (v_max - v_min) + drift
-    v_c = min(max(v_t, v_min + margin), v_max - margin)
+    base = V_MARGIN * (v_max - v_min)
+    # The relative frame moves at v_c + a_c·t, but its plan's limits are fixed at v_c: while the reference brakes
+    # onto a speed limit (its acceleration from at most a_lim to 0 takes a_lim/j, plus the tick it is sampled in),
+    # the frame's velocity drifts by a_c times that, towards the limit a_c points at. The relative limit on that
+    # side leaves the room (else the reference passed v_max by up to a_c·(T + a_lim/j): 3 % when gearing in to an
+    # accelerating target).
+    room = min(abs(a_c) * (A.cfg[L.K_PERIOD] + a_lim / j), 0.25 * (v_max - v_min))
+    hi = room if a_c > 0.0 else 0.0
+    lo = room if a_c < 0.0 else 0.0
+    v_c = min(max(v_t, v_min + base + lo), v_max - base - hi)
+    # No acceleration is fed forward where the target's velocity is clamped, or would pass a speed limit before a
+    # jerk-limited ramp could bring that acceleration to zero (v + a·|a|/2j): the frame then moves at constant
+    # velocity, and the relative plan brakes the reference onto the limit (it passed it by a²/2j before).
+    reach = v_t + a_c * abs(a_c) / (2.0 * j)
+    if v_c != v_t or reach > v_max - base - hi or reach < v_min + base + lo:
+        a_c = 0.0
+        hi = lo = 0.0
+        v_c = min(max(v_t, v_min + base), v_max - base)
     lag = v_t < v_min or v_t > v_max or abs(a_t) > a_lim
     if lag and mi[L.MI_LAG] == 0.0:
         mi[L.MI_LAG_COUNT] += 1.0
@@ -87,7 +101,7 @@ def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int
     mi[L.MI_P], mi[L.MI_V], mi[L.MI_A] = p_t, v_c, a_c
     a_rel = a_lim - abs(a_c)
     status = plan_into(
-        p_r - p_t, v_r - v_c, a_r - a_c, 0.0, 0.0, v_min - v_c + drift, v_max - v_c - drift, -a_rel, a_rel, j, A.prof
+        p_r - p_t, v_r - v_c, a_r - a_c, 0.0, 0.0, v_min - v_c + lo, v_max - v_c - hi, -a_rel, a_rel, j, A.prof
     )
     if status != 0:
         # No relative plan (a numerical corner): change the follower's own velocity towards the clamped target

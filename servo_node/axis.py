@@ -27,6 +27,7 @@ from typing import Any
 
 import pycyphal
 import pycyphal.application
+import uavcan.time
 import zubax.physics.dynamics
 import zubax.service
 import zubax.service.actuator
@@ -61,6 +62,7 @@ from .reports import (
     text_register,
 )
 from .setpoint import Setpoint
+from .start import Staging
 
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
@@ -119,12 +121,15 @@ class Axis:
             self._setpoint_port = None
         self._collided = False
         self._readiness_sub = _subscriber(node, zubax.service.Readiness_1_0, names.port("readiness"))
+        self._start_sub = _subscriber(node, uavcan.time.SynchronizedTimestamp_1_0, names.port("motion_start"))
         self._pubs: dict[str, pycyphal.presentation.Publisher[Any]] = {}
         for name, dtype in _PUBLICATIONS.items():
             pub = _publisher(node, dtype, names.port(name))
             if pub is not None:
                 self._pubs[name] = pub
         self.gate = ArmingGate(self._readiness_sub is not None, self.registers.real("servo.deadman_timeout"))
+        self._staging = Staging(self.gate.deadman_timeout_s) if self._start_sub is not None else None
+        self._reported_start_refusal = ""
         notes: list[str] = []
         self.fault = ""
         """Why this axis cannot actuate at all (its configuration); empty when it can."""
@@ -195,6 +200,8 @@ class Axis:
         self._drive.start()
         if self._readiness_sub is not None:
             self._readiness_sub.receive_in_background(self._on_readiness)
+        if self._start_sub is not None:
+            self._start_sub.receive_in_background(self._on_start)
         if self._follower is not None:
             self._follower.on_sample = self._on_leader_sample
             self._follower.on_state = self._feedback_due.set
@@ -264,7 +271,7 @@ class Axis:
             self._setpoint_port.close()
         if self._follower is not None:
             self._follower.close()
-        for port in (self._readiness_sub, *self._pubs.values()):
+        for port in (self._readiness_sub, self._start_sub, *self._pubs.values()):
             if port is not None:
                 port.close()
         self._pubs.clear()
@@ -345,8 +352,51 @@ class Axis:
         received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
         self.gate.on_readiness(int(msg.value), received_at_s)
 
+    async def _on_start(
+        self, msg: uavcan.time.SynchronizedTimestamp_1_0, meta: pycyphal.transport.TransferFrom
+    ) -> None:
+        """A coordinated start: its synchronized time mapped onto the loop's clock (both read now)."""
+        received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
+        at_s = self.now() + (int(msg.microsecond) * 1e-6 - self._timesync.now_s())
+        self.start_staged(at_s, received_at_s)
+
     def apply(self, received: Received) -> bool:
-        """The one place where a setpoint commands the loop; returns True if it was applied (counted either way)."""
+        """The one place where a setpoint commands the loop; returns True if it was applied (counted either way).
+
+        With a start subject (:mod:`.start`) a setpoint other than the active one is staged until its start."""
+        sp, rx = received.setpoint, received.received_at_s
+        if not self._may_apply(sp):
+            return False
+        if self._staging is None:
+            return self._command(sp, rx, rx)
+        at_s = self._staging.offer(sp, rx, self._setpoint)
+        if at_s is None:
+            self.counters.setpoints_staged += 1
+            return False
+        return self._command(sp, rx, at_s)
+
+    def start_staged(self, at_s: float, received_at_s: float) -> bool:
+        """A start message for ``at_s`` (loop clock), received at ``received_at_s``: apply the staged setpoint with
+        its plan starting at ``at_s``; returns True if it was applied. A refusal is counted and reported once per
+        reason."""
+        c = self.counters
+        if self._staging is None:
+            return False
+        started = self._staging.start(at_s, received_at_s)
+        if isinstance(started, str):
+            c.starts_refused += 1
+            if started != self._reported_start_refusal:
+                self._reported_start_refusal = started
+                self._diag.report(f"{self.names.label}start refused: {started}")
+            return False
+        self._reported_start_refusal = ""
+        if not self._may_apply(started.setpoint):
+            return False
+        c.starts += 1
+        return self._command(started.setpoint, started.received_at_s, started.at_s)
+
+    def _may_apply(self, sp: Setpoint) -> bool:
+        """False (counted) if no setpoint may command the loop now: a follower, not running, a persisting error."""
         c = self.counters
         if self._follower is not None:
             self._follower.ignore_setpoint(c)  # It moves with its leader only: a stray publisher can't fight it.
@@ -355,20 +405,25 @@ class Axis:
             c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
             return False
         state = self.gate.update(self.now())
-        if self._collided or (state is ServoState.ERROR and self._error_persists(received.setpoint)):
+        if self._collided or (state is ServoState.ERROR and self._error_persists(sp)):
             c.setpoints_ignored_error += 1
             return False
-        if not self.gate.on_setpoint(received.received_at_s):
+        return True
+
+    def _command(self, sp: Setpoint, received_at_s: float, at_s: float) -> bool:
+        """Through the arming gate (deadman from ``received_at_s``) to the loop, to take effect at ``at_s``."""
+        c = self.counters
+        if not self.gate.on_setpoint(received_at_s):
             c.setpoints_ignored_unarmed += 1
             return False
         c.setpoints_accepted += 1
-        sp = received.setpoint
         # Every valid setpoint goes to the loop with its reception time (the loop's deadman counts from it); the
         # loop re-plans only a different one (or after expiry, standby or an error).
         if sp != self._setpoint:
             self._failed_setpoint = None
         self._setpoint = sp
-        self._loop.command(sp, received.received_at_s)
+        assert self._loop is not None
+        self._loop.command(sp, at_s)
         self._feedback_due.set()
         return True
 

@@ -104,6 +104,7 @@ def _axis_list(v: ValueProxy) -> str | None:
 PORTS: Mapping[str, str] = {
     "uavcan.sub.setpoint_servo": "zubax.telega.ServoCommand.1.0 (or a structural supertype, e.g. Real32)",
     "uavcan.sub.readiness": "zubax.service.Readiness.1.0; unset = no arming gate",
+    "uavcan.sub.motion_start": "uavcan.time.SynchronizedTimestamp.1.0: a new setpoint waits for this start (coord)",
     "uavcan.pub.feedback": "zubax.service.actuator.Feedback.1.0, after each applied setpoint and at 1 Hz",
     "uavcan.pub.status": "zubax.service.actuator.Status.1.0 at 1 Hz",
     "uavcan.pub.dynamics": "zubax.physics.dynamics.DoF3rdTs.1.0 at servo.dynamics_rate",

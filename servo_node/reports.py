@@ -44,9 +44,15 @@ class AxisCounters:
     setpoints_coalesced: int = 0
     """Queued setpoint frames dropped unseen behind newer ones (a flood faster than the node decodes)."""
     setpoint_publishers: int = 0
+    """Distinct publishers on the setpoint subject within the last second."""
     setpoints_ignored_mimic: int = 0
     """Valid setpoints not applied because this axis follows a leader (mimic)."""
-    """Distinct publishers on the setpoint subject within the last second."""
+    setpoints_staged: int = 0
+    """Setpoints that differed from the active one and waited for a start message (:mod:`servo_node.start`)."""
+    starts: int = 0
+    """Start messages that applied a staged setpoint."""
+    starts_refused: int = 0
+    """Start messages that applied nothing (no staged setpoint, too old, too far ahead)."""
     last_rejection: str = ""
     last_rejection_at: float = -math.inf
     """When [second, time.monotonic] the last setpoint was rejected."""
@@ -133,6 +139,9 @@ def counters_view(
         "coalesced": c.setpoints_coalesced,
         "publishers": c.setpoint_publishers,
         "ignored_mimic": c.setpoints_ignored_mimic,
+        "staged": c.setpoints_staged,
+        "starts": c.starts,
+        "starts_refused": c.starts_refused,
         "refused_writes": refused_writes,
         "dropped_frames": dropped_frames(),
         "restarts": restarts,

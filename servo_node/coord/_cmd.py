@@ -23,6 +23,8 @@ EXIT_CODE_UNSUCCESSFUL = 100
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ._logic import START_LEAD_S
+
     ap = argparse.ArgumentParser(prog="servo-coord", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -35,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="phase: straight line in joint space (default); time: arrive together; none: each optimal")
     mv.add_argument("--hold", type=float, default=None, metavar="SECONDS",
                     help="keep publishing the final setpoints this long after the planned end (default: until Ctrl-C)")
+    mv.add_argument("--start", type=int, default=None, metavar="SUBJECT",
+                    help="the servos' shared motion_start subject: every axis starts on one start message")
+    mv.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
+                    help=f"how far ahead the start message names the start (default {START_LEAD_S:g})")
     mv.add_argument("-v", "--verbose", action="store_true")
     return ap
 
@@ -77,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stops on its deadman), the node closed, exit 0.
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         try:
-            async with Coordinator(axes) as coord:
+            async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
                 await coord.move(targets, args.sync, args.hold, on_sent=sent,
                                  on_result=lambda r: print(r.table(), flush=True))
         except asyncio.CancelledError:

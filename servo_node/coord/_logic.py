@@ -21,7 +21,11 @@ A move:
    duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. A node starts the plan of
    a setpoint at its reception (its transport's timestamp, see ``servo_node.control._stages.plan_start``), not
    at its next control tick, so the axes start as far apart as their setpoints arrived: the burst's length
-   plus the receiving threads' wake-up, not a loop period plus each node's event-loop latency. An axis whose
+   plus the receiving threads' wake-up, not a loop period plus each node's event-loop latency. With a start
+   subject (``start_subject``; every node's ``uavcan.sub.motion_start.id``) the burst only stages the setpoints
+   and one ``uavcan.time.SynchronizedTimestamp.1.0`` on that subject names the instant, ``start_lead_s`` ahead in
+   Cyphal synchronized time, at which every plan starts (:mod:`servo_node.start`): the spread of t0 is then
+   the nodes' clock agreement, not the burst's length nor any delivery jitter within the lead. An axis whose
    plan a stop replaced (deadman, error) did not arrive by its plan: it is reported as stopped and left out of
    the spread. The recorded ``dynamics`` give the straight-line deviation: the largest spread over time of the
    axes' normalised progress (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their
@@ -60,6 +64,10 @@ NODE_NAME = "io.github.cyphal_servo.coord"
 REST_VELOCITY = 1e-3
 """A measured |v| below this [unit/s] (and |a| below 100× this) counts as at rest: the node plans such a start
 from rest (its reference is at rest), and phase sync needs rest."""
+
+START_LEAD_S = 0.05
+"""How far ahead of its publication a start message names the start [second]: longer than the start frame's
+delivery to every node's control loop (an event-loop hop), so every plan starts at that very instant."""
 
 PLAN_MATCH_TOL = 1e-4
 """A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
@@ -256,12 +264,27 @@ class Coordinator:
     :param axes: the servos, in the order of the targets.
     :param environment: ``UAVCAN__*`` registers (transport, node-ID; the node-ID must be set: register access
         needs it); default ``os.environ``.
+    :param start_subject: the nodes' shared ``motion_start`` subject: every move starts on one start message
+        ``start_lead_s`` ahead (None: each node starts at its setpoint's reception).
     """
 
-    def __init__(self, axes: Sequence[Axis], environment: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        axes: Sequence[Axis],
+        environment: Mapping[str, str] | None = None,
+        start_subject: int | None = None,
+        start_lead_s: float = START_LEAD_S,
+    ) -> None:
         if not axes:
             raise ValueError("no axes")
+        if not 0.0 < start_lead_s <= 0.5:
+            raise ValueError(f"start lead {start_lead_s} s: must be in (0, 0.5]")
         self.axes = list(axes)
+        self.start_subject = start_subject
+        self.start_lead_s = start_lead_s
+        self._start_pub: Any = None
+        self._start_checked = False
+        self._timesync: Any = None
         self._env = dict(os.environ if environment is None else environment)
         self._node: Any = None
         self._pubs: list[Any] = []
@@ -303,6 +326,14 @@ class Coordinator:
             client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
             client.response_timeout = 1.0
             self._clients.append(client)
+        if self.start_subject is not None:
+            import uavcan.time
+
+            from cyphal_common.timesync import TimeSync
+
+            self._start_pub = pres.make_publisher(uavcan.time.SynchronizedTimestamp_1_0, self.start_subject)
+            self._start_pub.priority = pycyphal.transport.Priority.HIGH
+            self._timesync = TimeSync.of(node, "slave")  # The nodes' synchronized time, where a master is heard.
         node.start()
         # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
@@ -433,6 +464,7 @@ class Coordinator:
         deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
         tolerance = await asyncio.gather(*(self.read_register(i, "servo.arrival_tolerance") for i in range(n)))
         repeat_s = min(0.1, min(d[0] for d in deadman) / 4.0)
+        await self._check_start_subject()
         self._start_dynamics()
         states = await self.states()
 
@@ -474,6 +506,7 @@ class Coordinator:
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst
+        lead = await self._start()
         if record:
             self._start_dynamics()
         if on_sent is not None:
@@ -486,11 +519,11 @@ class Coordinator:
                 await self._burst(msgs)
                 next_at += repeat_s
 
-        end_mono = time.monotonic() + max(predicted) + 0.15
+        end_mono = time.monotonic() + lead + max(predicted) + 0.15
         feeder = asyncio.create_task(repeat())
         try:
             await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
-            result = await self._measure(plan, motions, wire, predicted, sent_at, burst_s, planning_s)
+            result = await self._measure(plan, motions, wire, predicted, sent_at, burst_s, planning_s, lead)
             if on_result is not None:
                 on_result(result)
             if hold_s is None:
@@ -507,8 +540,39 @@ class Coordinator:
         for pub, msg in zip(self._pubs, msgs, strict=True):
             await pub.publish(msg)
 
+    async def _check_start_subject(self) -> None:
+        """With a start subject, every node must subscribe to it (else it would start at its setpoint's reception,
+        or never): checked once per coordinator."""
+        if self.start_subject is None or self._start_checked:
+            return
+
+        async def port_id(i: int) -> list[float]:
+            try:
+                return list(await self.read_register(i, "uavcan.sub.motion_start.id"))
+            except CoordError:
+                return []
+
+        ids = await asyncio.gather(*(port_id(i) for i in range(len(self.axes))))
+        wrong = [f"{ax.label} ({int(v[0]) if v else 'none'})" for ax, v in zip(self.axes, ids, strict=True)
+                 if not v or int(v[0]) != self.start_subject]
+        if wrong:
+            raise CoordError(f"not subscribed to the start subject {self.start_subject} "
+                             f"(uavcan.sub.motion_start.id): {', '.join(wrong)}")
+        self._start_checked = True
+
+    async def _start(self) -> float:
+        """With a start subject, publish the start ``start_lead_s`` ahead; returns the lead [second] (0 without)."""
+        if self._start_pub is None:
+            return 0.0
+        import uavcan.time
+
+        at_s = self._timesync.now_s() + self.start_lead_s
+        await self._start_pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6)))
+        return self.start_lead_s
+
     async def _measure(self, plan: SyncPlan, motions: list[AxisMotion], wire: list[ProfileLimits],
-                       predicted: list[float], sent_at: float, burst_s: float, planning_s: float) -> MoveResult:
+                       predicted: list[float], sent_at: float, burst_s: float, planning_s: float,
+                       lead_s: float) -> MoveResult:
         from servo_node.otg import plan as otg_plan
 
         reports = await asyncio.gather(*(self.motion(i) for i in range(len(self.axes))))
@@ -541,7 +605,7 @@ class Coordinator:
             axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0,
                                    float(settled) if isinstance(settled, float) else math.nan, final, kind, lag,
                                    ap.held))
-        t_to = sent_at + max(predicted) + 0.1
+        t_to = sent_at + lead_s + max(predicted) + 0.1
         series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
         starts = [m.p0 for m in motions]
         targets = [m.p0 if ap.held else m.target for m, ap in zip(motions, plan.axes, strict=True)]  # Held: no line.
@@ -552,7 +616,7 @@ class Coordinator:
                                             grid)[0]) for traj, rep in zip(trajs, axes, strict=True)]
         ref_dev = (progress_deviation(ref_series, starts, targets, sent_at, t_to)
                    if not any(a.moves and a.stopped for a in axes) else math.nan)
-        window = max(predicted) + 0.1
+        window = lead_s + max(predicted) + 0.1
         counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
         rate = float(np.mean(counts)) / window if recorded else math.nan
         return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected))

@@ -36,6 +36,8 @@ from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 
 COORD = [sys.executable, "-m", "servo_node.coord"]
 COORD_ID = 100
+START = 3309
+"""The shared motion_start subject of the variant that starts on one start message (servo_node.start)."""
 DEADMAN_S = 0.5
 DYNAMICS_RATE_HZ = 500
 
@@ -122,12 +124,13 @@ class DynamicsRecorder:
 
 
 @contextmanager
-def three_servos(bus: Mapping[str, str], tmp: Path) -> Iterator[list[RegisterClient]]:
+def three_servos(bus: Mapping[str, str], tmp: Path, start: bool = False) -> Iterator[list[RegisterClient]]:
     """Three servo-node processes (started in parallel) and a register reader per node, once all answer."""
     with ExitStack() as stack:
         procs = []
         for node_id, sp, dyn, v, (dec, acc), j, inertia in AXES:
-            env = _env(bus, UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__SETPOINT_SERVO__ID=str(sp),
+            ports = {"UAVCAN__SUB__MOTION_START__ID": str(START)} if start else {}
+            env = _env(bus, **ports, UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__SETPOINT_SERVO__ID=str(sp),
                        UAVCAN__PUB__DYNAMICS__ID=str(dyn), SERVO__DYNAMICS_RATE=str(DYNAMICS_RATE_HZ),
                        SERVO__PROFILE__VELOCITY=f"{-v} {v}", SERVO__PROFILE__ACCELERATION=f"{dec} {acc}",
                        SERVO__PROFILE__JERK=str(j), SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S), SIM__INERTIA=str(inertia))
@@ -167,11 +170,14 @@ def _coord(bus: Mapping[str, str], targets: list[float], *extra: str) -> list[st
     return [*COORD, "move", *axes, f"--to={to}", *extra]
 
 
-@pytest.mark.parametrize("bus_kind", ["udp", "udpmc"])
-def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("bus_kind", "start"), [("udp", False), ("udpmc", True)])
+def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path) -> None:
+    """Over UDP each node starts at its setpoint's reception; over udpmc CAN every node starts on one start
+    message (the nodes' shared ``motion_start`` subject), so their plans start at the very same instant."""
     bus = _bus() if bus_kind == "udp" else _udpmc()
     coord_env = _env(bus, UAVCAN__NODE__ID=str(COORD_ID))
-    with three_servos(bus, tmp_path) as readers:
+    opts = ("--start", str(START)) if start else ()
+    with three_servos(bus, tmp_path, start) as readers:
         rec = DynamicsRecorder(bus, [dyn for _, _, dyn, *_ in AXES])
         try:
             wait_for(lambda: all(rec.samples), timeout=10, what=f"dynamics from every node ({rec.counts()})")
@@ -182,7 +188,7 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
             plan = synchronize([AxisMotion(p, 0.0, 0.0, t, _limits(k)) for k, (p, t) in
                                 enumerate(zip(starts, targets, strict=True))], Sync.PHASE)
             assert plan.used is Sync.PHASE
-            with popen(_coord(bus, targets, "--hold", "30"), coord_env) as proc:
+            with popen(_coord(bus, targets, "--hold", "30", *opts), coord_env) as proc:
                 # The coordinator prints its table once every node has reported its plan; it keeps holding, so
                 # no deadman expires (an expiry starts a stop, whose start would then be the node's t0).
                 out = _read_until(proc, "straight-line deviation")
@@ -218,13 +224,16 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
             # interpolation over 4 ms misses at most a·dt²/8 = 8 µm of an 8 unit/s² motion (< 0.001 % of these strokes).
             assert min(rates) >= 250.0, rates
             assert spread < 0.020
+            if start:  # One instant for all: what remains is each node's mapping of it onto its own clocks.
+                assert np.ptp(t0) < 0.005, t0
+                assert all(r.json("sys.counters")["starts"] >= 1 for r in readers)
             assert deviation <= 0.01
 
             # Only axis 1 moves on; axes 0 and 2 stay at their targets (at rest within their nodes' arrival
             # tolerance): held with their own limits, not synchronised to a near-zero distance (the limits scaled to
             # it would be refused by the nodes as practically zero).
             targets2 = [targets[0], targets[1] - 0.5, targets[2]]
-            with popen(_coord(bus, targets2, "--hold", "30"), coord_env) as proc:
+            with popen(_coord(bus, targets2, "--hold", "30", *opts), coord_env) as proc:
                 out = _read_until(proc, "straight-line deviation")
                 print(out)
                 assert "REJECTED" not in out and "STOPPED" not in out and "arrival spread 0.000 ms" in out
@@ -234,7 +243,7 @@ def test_three_servos_arrive_together(bus_kind: str, tmp_path: Path) -> None:
                 assert all(abs(rec.latest(i)[1] - targets[i]) < 1e-3 for i in (0, 2))
 
             # Back toward the start, then kill the coordinator mid-move: the deadman expires, every axis stops.
-            with popen(_coord(bus, starts, "--sync", "time"), coord_env) as proc:
+            with popen(_coord(bus, starts, "--sync", "time", *opts), coord_env) as proc:
                 # "Moving" as the nodes report it (the recorder may lag behind a flood of dynamics).
                 wait_for(lambda: all(abs(r.json("sys.motion")["meas"][1]) > 0.3 for r in readers), timeout=30,
                          interval=0.02, what="every axis moving")

@@ -71,12 +71,13 @@ class Client:
     async def send(self, axis: Axis, target: float, subject: int = SETPOINT) -> None:
         """Publish one setpoint and wait until the axis has counted it (accepted or not)."""
         c = axis.counters
-        before = c.setpoints_accepted + c.setpoints_ignored_unarmed + c.setpoints_ignored_error
+        before = c.setpoints_accepted + c.setpoints_ignored_unarmed + c.setpoints_ignored_error + c.setpoints_staged
         if subject not in self.pubs:
             self.pubs[subject] = self.node.make_publisher(zubax.telega.ServoCommand_1_0, subject)
         await self.pubs[subject].publish(command(target))
         await until(
-            lambda: c.setpoints_accepted + c.setpoints_ignored_unarmed + c.setpoints_ignored_error > before,
+            lambda: c.setpoints_accepted + c.setpoints_ignored_unarmed + c.setpoints_ignored_error + c.setpoints_staged
+            > before,
             "the setpoint to arrive",
         )
 

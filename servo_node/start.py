@@ -1,0 +1,69 @@
+"""Coordinated start: with a ``motion_start`` subject configured, a new setpoint waits for a start message.
+
+Several nodes that share one start subject receive one multicast frame (on CAN, literally the same frame) naming
+the instant their staged setpoints take effect, as a ``uavcan.time.SynchronizedTimestamp.1.0`` a little in the
+future: each node's plan then starts at that instant exactly, whatever the delivery jitter of the setpoints before
+it (a burst of separate publications, ~0.5 ms apart) or of the start frame itself (within its lead).
+
+- A setpoint that differs from the active one is *staged*: it does not move the joint, refresh the arming gate or
+  the deadman. The active command stays in force and expires by its own deadman if no start follows.
+- A start applies the staged setpoint if it is younger than the deadman and the start lies within
+  [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason.
+- The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
+  pending (a repeat must not start it early).
+
+Pure logic on an injected clock [second, the loop's clock]; :mod:`.axis` feeds it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .setpoint import Setpoint
+
+MAX_LEAD_S = 1.0
+"""A start at most this far ahead is accepted (farther: a wrong clock, refused rather than waited for)."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """A staged setpoint released: apply ``setpoint`` as if received at ``at_s`` (the start instant)."""
+
+    setpoint: Setpoint
+    at_s: float
+    received_at_s: float
+    """The staged setpoint's latest reception (what the arming gate's deadman counts from)."""
+
+
+class Staging:
+    """The setpoint waiting for its start, and the start still pending."""
+
+    def __init__(self, deadman_s: float) -> None:
+        self.deadman_s = deadman_s
+        self.staged: Setpoint | None = None
+        self._staged_at = -math.inf
+        self._start_at = -math.inf
+
+    def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None) -> float | None:
+        """A valid, armed setpoint received at ``at_s``: the time to apply it at, or None if it is staged."""
+        if sp == active:
+            return max(at_s, self._start_at)
+        self.staged, self._staged_at = sp, at_s
+        return None
+
+    def start(self, at_s: float, now_s: float) -> Start | str:
+        """A start message for ``at_s``, received at ``now_s``: the setpoint it releases, or why it releases none."""
+        sp = self.staged
+        if sp is None:
+            return "no staged setpoint"
+        if now_s - self._staged_at > self.deadman_s:
+            self.staged = None
+            return f"the staged setpoint is older than the deadman ({self.deadman_s:g} s)"
+        if not math.isfinite(at_s) or at_s - now_s > MAX_LEAD_S:
+            return f"start {at_s - now_s:.3f} s ahead: more than {MAX_LEAD_S:g} s (clock not synchronised?)"
+        if now_s - at_s > self.deadman_s:
+            return f"start {now_s - at_s:.3f} s in the past: older than the deadman"
+        self.staged = None
+        self._start_at = at_s
+        return Start(sp, at_s, self._staged_at)

@@ -5,7 +5,8 @@ coordinator (``servo_node.coord.Coordinator``, in this process) moves the first 
 targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and mode, over all moves:
 
 * arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a node
-  starts a setpoint's plan at its reception);
+  starts a setpoint's plan at its reception, or with ``--start`` at the instant one start message on the nodes'
+  shared ``motion_start`` subject names, :mod:`servo_node.start`);
 * measured arrival spread: the same of t0 + T + lag, the lag being how far each axis's recorded ``dynamics``
   trail its plan started at t0 (least squares): the check that the reported t0 is when the joint started;
 * reference deviation: the straight-line deviation (max over time of the spread of normalised progress) of the
@@ -15,7 +16,8 @@ targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and m
 
 Under ``time`` and ``none`` the deviation is not meant to be small (they are not straight lines); it is shown
 for comparison. Run it in a network namespace of its own (multicast reaches every local listener). Usage:
-``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6]`` (moves per mode).
+``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6] [--start]`` (moves per
+mode).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 NODE_IDS = [41, 42, 43, 44, 45, 46]
 SETPOINT0, DYNAMICS0 = 5100, 5200
 COORD_ID = 40
+START = 5300
+"""The nodes' shared ``motion_start`` subject (``--start``)."""
 MOVE_TIMEOUT_S = 60.0
 """A move that has not finished by then is reported as hung (with where it waits) and counted."""
 DYNAMICS_RATE_HZ = 250
@@ -51,7 +55,7 @@ def _bus(transport: str) -> dict[str, str]:
     return {"UAVCAN__CAN__IFACE": "udpmc:239.65.43.21:47011", "UAVCAN__CAN__MTU": "64"}
 
 
-def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str], start: bool) -> list[subprocess.Popen[bytes]]:
     from tests.procs import BIN, base_env
 
     procs = []
@@ -64,6 +68,8 @@ def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str]) -> list[sub
             SERVO__PROFILE__ACCELERATION=f"{-a * rng.uniform(0.7, 1.3):.4g} {a:.4g}",
             SERVO__PROFILE__JERK=f"{j:.4g}", SIM__INERTIA=f"{rng.uniform(0.3, 3.0):.3g}", **bus,
         )
+        if start:
+            env["UAVCAN__SUB__MOTION_START__ID"] = str(START)
         if "UAVCAN__CAN__IFACE" in bus:
             env.pop("UAVCAN__UDP__IFACE", None)
         procs.append(subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / f"{node_id}.db")],
@@ -113,7 +119,9 @@ async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
                 raise
 
 
-async def _run(moves: int, seed: int, counts: list[int], bus: dict[str, str]) -> dict[tuple[int, str], Rows]:
+async def _run(
+    moves: int, seed: int, counts: list[int], bus: dict[str, str], start: bool
+) -> dict[tuple[int, str], Rows]:
     from servo_node.coord import Sync
     from servo_node.coord._logic import Axis, CoordError, Coordinator
 
@@ -125,7 +133,7 @@ async def _run(moves: int, seed: int, counts: list[int], bus: dict[str, str]) ->
     position = [0.0] * 6
     # One coordinator node on the bus at a time (they share the node-ID).
     for n in counts:
-        coord = Coordinator(axes[:n], env)
+        coord = Coordinator(axes[:n], env, start_subject=START if start else None)
         await coord.start()
         await wait_ready(coord, n)
         for k in range(moves):
@@ -198,9 +206,11 @@ def main() -> None:
     ap.add_argument("--transport", choices=("udp", "udpmc"), default="udp",
                     help="UDP on 127.0.0.1, or CAN FD over a udpmc group")
     ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ 6)")
+    ap.add_argument("--start", action="store_true", help="start every move on one start message (motion_start)")
     args = ap.parse_args()
     counts = [int(x) for x in args.axes.split(",")]
     from servo_node._kernel_cache import invalidate_if_sources_changed
+    from servo_node.coord._logic import START_LEAD_S
 
     invalidate_if_sources_changed()
     from cyphal_common import dsdl
@@ -210,10 +220,11 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Through the finally below: the nodes end too.
     with tempfile.TemporaryDirectory() as tmp:
         bus = _bus(args.transport)
-        procs = _start_nodes(rng, Path(tmp), bus)
+        procs = _start_nodes(rng, Path(tmp), bus, args.start)
         try:
-            rows = asyncio.run(_run(args.moves, args.seed, counts, bus))
-            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, dynamics at "
+            rows = asyncio.run(_run(args.moves, args.seed, counts, bus, args.start))
+            how = f"one start message, lead {START_LEAD_S * 1e3:g} ms" if args.start else "each at its setpoint"
+            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, {how}, dynamics at "
                                f"{DYNAMICS_RATE_HZ} Hz, {os.cpu_count()} cores); spreads: t0 + T as reported, and "
                                f"as measured (t0 + T + the dynamics' lag)"))
         finally:

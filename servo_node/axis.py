@@ -62,7 +62,7 @@ from .reports import (
     text_register,
 )
 from .setpoint import Setpoint
-from .start import Staging
+from .start import Staging, Start
 
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
@@ -369,11 +369,15 @@ class Axis:
             return False
         if self._staging is None:
             return self._command(sp, rx, rx)
-        at_s = self._staging.offer(sp, rx, self._setpoint)
-        if at_s is None:
+        got = self._staging.offer(sp, rx, self._setpoint)
+        if got is None:
             self.counters.setpoints_staged += 1
             return False
-        return self._command(sp, rx, at_s)
+        if isinstance(got, Start):  # Its start came first.
+            self.counters.setpoints_staged += 1
+            self.counters.starts += 1
+            return self._command(got.setpoint, got.received_at_s, got.at_s)
+        return self._command(sp, rx, got)
 
     def start_staged(self, at_s: float, received_at_s: float) -> bool:
         """A start message for ``at_s`` (loop clock), received at ``received_at_s``: apply the staged setpoint with
@@ -383,17 +387,23 @@ class Axis:
         if self._staging is None:
             return False
         started = self._staging.start(at_s, received_at_s)
+        if started is None:
+            return False  # It waits for its setpoint (which left before it, on another subject).
         if isinstance(started, str):
-            c.starts_refused += 1
-            if started != self._reported_start_refusal:
-                self._reported_start_refusal = started
-                self._diag.report(f"{self.names.label}start refused: {started}")
+            self._refuse_start(started)
             return False
         self._reported_start_refusal = ""
         if not self._may_apply(started.setpoint):
             return False
         c.starts += 1
         return self._command(started.setpoint, started.received_at_s, started.at_s)
+
+    def _refuse_start(self, reason: str) -> None:
+        """Count a start that applied nothing; report it once per reason."""
+        self.counters.starts_refused += 1
+        if reason != self._reported_start_refusal:
+            self._reported_start_refusal = reason
+            self._diag.report(f"{self.names.label}start refused: {reason}")
 
     def _may_apply(self, sp: Setpoint) -> bool:
         """False (counted) if no setpoint may command the loop now: a follower, not running, a persisting error."""
@@ -480,6 +490,8 @@ class Axis:
                 self._diag.report(f"{self.names.label}drive feedback restored", Severity.INFO)
         if self._follower is not None:
             self._follower.supervise(now)
+        if self._staging is not None and (lapsed := self._staging.lapsed(now)) is not None:
+            self._refuse_start(lapsed)
         state = gate.update(now)
         if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
             loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))

@@ -8,7 +8,10 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
 - A setpoint that differs from the active one is *staged*: it does not move the joint, refresh the arming gate or
   the deadman. The active command stays in force and expires by its own deadman if no start follows.
 - A start applies the staged setpoint if it is younger than the deadman and the start lies within
-  [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason.
+  [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason. A start that arrives before
+  the setpoint it starts (the two travel on different subjects and are handled by different tasks: their order
+  is not kept) waits for a setpoint received by its instant; if none is, it lapses (refused, once the deadman
+  has passed after its instant).
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
   pending (a repeat must not start it early).
 
@@ -44,26 +47,41 @@ class Staging:
         self.staged: Setpoint | None = None
         self._staged_at = -math.inf
         self._start_at = -math.inf
+        self._pending = -math.inf  # The instant of a start that came before its setpoint.
 
-    def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None) -> float | None:
-        """A valid, armed setpoint received at ``at_s``: the time to apply it at, or None if it is staged."""
+    def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None) -> Start | float | None:
+        """A valid, armed setpoint received at ``at_s``: the time to apply it at, the start it completes (a start
+        that came first, for an instant not before ``at_s``), or None if it is staged."""
         if sp == active:
             return max(at_s, self._start_at)
+        if at_s <= self._pending:
+            self.staged, self._start_at, self._pending = None, self._pending, -math.inf
+            return Start(sp, self._start_at, at_s)
         self.staged, self._staged_at = sp, at_s
         return None
 
-    def start(self, at_s: float, now_s: float) -> Start | str:
-        """A start message for ``at_s``, received at ``now_s``: the setpoint it releases, or why it releases none."""
-        sp = self.staged
-        if sp is None:
-            return "no staged setpoint"
-        if now_s - self._staged_at > self.deadman_s:
-            self.staged = None
-            return f"the staged setpoint is older than the deadman ({self.deadman_s:g} s)"
+    def start(self, at_s: float, now_s: float) -> Start | str | None:
+        """A start message for ``at_s``, received at ``now_s``: the setpoint it releases, None if it waits for its
+        setpoint (see :meth:`offer`), or why it releases none."""
         if not math.isfinite(at_s) or at_s - now_s > MAX_LEAD_S:
             return f"start {at_s - now_s:.3f} s ahead: more than {MAX_LEAD_S:g} s (clock not synchronised?)"
         if now_s - at_s > self.deadman_s:
             return f"start {now_s - at_s:.3f} s in the past: older than the deadman"
-        self.staged = None
+        sp = self.staged
+        if sp is not None and now_s - self._staged_at > self.deadman_s:
+            self.staged = sp = None
+        if sp is None:
+            if at_s >= now_s:
+                self._pending = at_s
+                return None
+            return "no staged setpoint"
+        self.staged, self._pending = None, -math.inf
         self._start_at = at_s
         return Start(sp, at_s, self._staged_at)
+
+    def lapsed(self, now_s: float) -> str | None:
+        """Why a start that waited for its setpoint lapsed (once, a deadman after its instant), or None."""
+        if not math.isfinite(self._pending) or now_s - self._pending <= self.deadman_s:
+            return None
+        self._pending = -math.inf
+        return "no setpoint received by the start's instant"

@@ -23,7 +23,7 @@ def _sp(target: float) -> Setpoint:
 
 def test_staging_releases_only_a_fresh_setpoint_within_the_lead() -> None:
     s = Staging(DEADMAN_S)
-    assert s.start(1.0, 1.0) == "no staged setpoint"
+    assert s.start(0.99, 1.0) == "no staged setpoint"
     assert s.offer(_sp(1.0), 1.0, active=None) is None  # Different from the active one: staged.
     assert "ahead" in str(s.start(1.0 + MAX_LEAD_S + 0.1, 1.0))
     assert "in the past" in str(s.start(1.0 - DEADMAN_S - 0.1, 1.0))
@@ -32,8 +32,22 @@ def test_staging_releases_only_a_fresh_setpoint_within_the_lead() -> None:
     assert s.offer(_sp(1.0), 1.02, active=_sp(1.0)) == 1.05  # A repeat before the start is dated at the start.
     assert s.offer(_sp(1.0), 1.10, active=_sp(1.0)) == 1.10
     assert s.offer(_sp(2.0), 2.0, active=_sp(1.0)) is None
-    assert "older than the deadman" in str(s.start(2.0 + DEADMAN_S + 0.01, 2.0 + DEADMAN_S + 0.01))
-    assert s.start(3.0, 3.0) == "no staged setpoint"  # The stale one was dropped.
+    assert s.start(2.0 + DEADMAN_S + 0.01, 2.0 + DEADMAN_S + 0.01) is None  # Too old: dropped; the start waits.
+    assert s.lapsed(2.0 + 2 * DEADMAN_S) is None
+    assert s.lapsed(2.0 + 2 * DEADMAN_S + 0.02) == "no setpoint received by the start's instant"
+    assert s.offer(_sp(2.0), 3.0, active=_sp(1.0)) is None  # The lapsed start releases nothing.
+
+
+def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
+    """Setpoint and start travel on different subjects, handled by different tasks: their order is not kept."""
+    s = Staging(DEADMAN_S)
+    assert s.start(1.05, 1.001) is None
+    started = s.offer(_sp(1.0), 1.0, active=None)  # Received before the start's instant: the start's setpoint.
+    assert started is not None and not isinstance(started, float)
+    assert started.setpoint == _sp(1.0) and started.at_s == 1.05 and started.received_at_s == 1.0
+    assert s.offer(_sp(2.0), 1.01, active=_sp(1.0)) is None  # The start was used: the next one is staged.
+    late = Staging(DEADMAN_S)
+    assert late.start(1.2, 1.1) is None and late.offer(_sp(3.0), 1.21, active=None) is None  # Received too late.
 
 
 @pytest.fixture()
@@ -77,17 +91,20 @@ async def test_a_staged_setpoint_moves_nothing_until_its_start_then_plans_from_t
 
 async def test_refused_starts_are_counted_and_nothing_moves(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
-    assert not axis.start_staged(axis.now(), axis.now())  # Nothing staged.
+    assert not axis.start_staged(axis.now() - 0.01, axis.now())  # Nothing staged (and its instant has passed).
     await client.send(axis, 5.0)
     assert not axis.start_staged(axis.now() + MAX_LEAD_S + 1.0, axis.now())  # A start too far ahead.
     axis.advance(DEADMAN_S + 0.05)
-    assert not axis.start_staged(axis.now(), axis.now())  # The staged setpoint got too old.
+    assert not axis.start_staged(axis.now() - 0.01, axis.now())  # The staged setpoint got too old.
+    assert axis.start_staged(axis.now() + 0.1, axis.now()) is False  # Waits for a setpoint that never comes...
     axis.advance(0.5)
+    assert axis.counters.starts_refused == 3
+    axis.advance(0.2)  # ...and lapses a deadman after its instant.
     s = axis.loop.sample()
     assert not s.engaged and s.position == 0.0
-    assert axis.counters.starts_refused == 3 and axis.counters.starts == 0
+    assert axis.counters.starts_refused == 4 and axis.counters.starts == 0
     counters = axis.counts()
-    assert counters["starts_refused"] == 3 and counters["staged"] == 1
+    assert counters["starts_refused"] == 4 and counters["staged"] == 1
 
 
 async def test_without_a_start_the_active_command_expires_and_stops(client: Client) -> None:

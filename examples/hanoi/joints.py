@@ -78,7 +78,8 @@ TORQUE_GAINS = (36.0, 12.0)
 @dataclass(frozen=True)
 class Bus:
     """Where the nodes are: the transport and the IDs (node-IDs ``node_id + k``, setpoint subjects
-    ``subject + k``, dynamics subjects ``subject + 10 + k`` for joint k; helpers take node-IDs above them)."""
+    ``subject + k``, dynamics subjects ``subject + 10 + k`` for joint k, the shared start subject ``subject + 9``;
+    helpers take node-IDs above them)."""
 
     iface: str = "127.0.0.1"
     node_id: int = 61
@@ -93,6 +94,11 @@ class Bus:
 
     def dynamics(self, k: int) -> int:
         return self.subject + 10 + k
+
+    @property
+    def start(self) -> int:
+        """The joints' shared ``motion_start`` subject: every coordinated motion starts on one frame."""
+        return self.subject + 9
 
     def helper(self, k: int) -> int:
         """Node-ID of the program's own k-th pycyphal node (recorder, coordinators)."""
@@ -110,6 +116,7 @@ def node_environment(bus: Bus, k: int, joint: Joint, start: float) -> dict[str, 
     env = bus.environment(bus.node(k))
     env.update(
         UAVCAN__SUB__SETPOINT_SERVO__ID=str(bus.setpoint(k)),
+        UAVCAN__SUB__MOTION_START__ID=str(bus.start),
         UAVCAN__PUB__DYNAMICS__ID=str(bus.dynamics(k)),
         SERVO__DYNAMICS_RATE=f"{bus.dynamics_rate:g}",
         SERVO__DRIVE__MODE=joint.mode,

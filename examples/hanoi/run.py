@@ -102,7 +102,7 @@ class ArmRun:
         self.axes = [Axis(bus.node(k), bus.setpoint(k), bus.dynamics(k), name) for k, name in enumerate(NAMES)]
         self.recorder = ScopeRecorder([(bus.dynamics(k), name) for k, name in enumerate(NAMES)],
                                       bus.environment(bus.helper(0)), poll_hz=0.0)
-        self.coordinator = Coordinator(self.axes, bus.environment(bus.helper(1)))
+        self.coordinator = Coordinator(self.axes, bus.environment(bus.helper(1)), start_subject=bus.start)
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property

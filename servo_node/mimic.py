@@ -1,10 +1,11 @@
 """Mimic intake of one follower axis: the leader's ``dynamics`` and ``feedback`` become the loop's ``lead`` array.
 
 A servo is a follower when its ``mimic_leader`` subscription is configured (``zubax.physics.dynamics.DoF3rdTs.1.0``,
-what a leader servo publishes on ``dynamics``). The leader is the node-ID of the first sample, for the life of
-the node (a RESTART chooses again): a second publisher on the leader's subjects can neither take over nor move the
-follower. Its samples are counted (``sys.mimic`` ``foreign``), the publishers of the last second too (``sources``;
-more than one is a diagnostic, as for the setpoint subject). Its *state* is observed through its ``feedback``
+what a leader servo publishes on ``dynamics``). The leader is ``servo.mimic.leader_node_id``, or if that is 65535
+the node-ID of the first sample, for the life of the node (a RESTART chooses again): a second publisher on the
+leader's subjects can neither take over nor move the follower. Its samples are counted (``sys.mimic``
+``foreign``), the publishers of the last second too (``sources``; more than one is a diagnostic, as for the
+setpoint subject). Its *state* is observed through its ``feedback``
 (``zubax.service.actuator.Feedback.1.0``, which a servo publishes right after each applied setpoint and state
 change and at ≥ 1 Hz) on ``mimic_leader_feedback``, from the same node-ID: readiness ENGAGED with health below
 WARNING is a leader that may be followed; anything else — or no feedback for :data:`LEADER_STATE_TIMEOUT_S` — is
@@ -88,7 +89,9 @@ class Follower:
         self._clock = clock
         self._real_clock = real_clock
         self._input: LeaderInput | None = None
-        self.leader_node_id: int | None = None
+        pinned = int(registers.real("servo.mimic.leader_node_id"))
+        self.leader_node_id: int | None = None if pinned == 0xFFFF else pinned
+        """The node followed: the register's, or the first sample's sender; samples from any other are foreign."""
         self.state = L.LEADER_DISENGAGED
         self._state_at = -math.inf  # [second, time.monotonic] of the latest feedback
         self._sample_at = -math.inf  # [second, time.monotonic] of the latest leader sample taken

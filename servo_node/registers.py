@@ -60,6 +60,8 @@ Register                               Type          Default             Meaning
 ``servo.mimic.reference``              real64        0                   mimic: the leader's reference position
 ``servo.mimic.compensation``           bit           true                mimic: extrapolate the leader's sample from
                                                                          its timestamp (true) or its reception
+``servo.mimic.leader_node_id``         natural16     65535               mimic: the leader's node-ID; 65535: the
+                                                                         sender of the first leader sample
 ``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
                                                                          uavcan.time.Synchronization master if one
                                                                          is heard), ``master``, or ``off``
@@ -88,7 +90,18 @@ from pycyphal.application.register import ValueProxy
 from cyphal_common.joint_registers import JOINT_SPECS
 from cyphal_common.registers import RefusedWriteError as RefusedWriteError
 from cyphal_common.registers import RegisterSpec as RegisterSpec
-from cyphal_common.registers import ValidatingRegistry, anything, bit, choice, pair, real32, real64, scalar, string
+from cyphal_common.registers import (
+    ValidatingRegistry,
+    anything,
+    bit,
+    choice,
+    natural16,
+    pair,
+    real32,
+    real64,
+    scalar,
+    string,
+)
 from cyphal_common.timesync import MODES as TIME_SYNC_MODES
 
 RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
@@ -158,6 +171,9 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.mimic.offset": RegisterSpec(real64(0), scalar(lambda x: True, "(finite)")),
     "servo.mimic.reference": RegisterSpec(real64(0), scalar(lambda x: True, "(finite)")),
     "servo.mimic.compensation": RegisterSpec(bit(True), anything),
+    "servo.mimic.leader_node_id": RegisterSpec(
+        natural16(0xFFFF), scalar(lambda x: x == int(x) and 0 <= x <= 0xFFFF, "a node-ID, or 65535 (the first sender)")
+    ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.axes": RegisterSpec(string(""), _axis_list),
     **JOINT_SPECS,

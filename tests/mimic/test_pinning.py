@@ -1,0 +1,71 @@
+"""``servo.mimic.leader_node_id`` pins the leader: another node's samples on the leader's subjects are foreign
+(counted, never followed), even when they come first. Shell and axis in one process on the simulated loop
+clock, over a real UDP transport (see ``tests/node/test_shell``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import zubax
+import zubax.physics.dynamics
+import zubax.physics.kinematics
+import zubax.service.actuator
+from pycyphal.application.heartbeat_publisher import Health
+
+from servo_node.node import ServoNode
+from servo_node.reports import feedback_message
+from tests.node.test_shell import CLIENT, Client, servo_env
+
+LEADER_DYNAMICS, LEADER_FEEDBACK = 3771, 3772
+
+
+def _sample(position: float) -> zubax.physics.dynamics.DoF3rdTs_1_0:
+    kin = zubax.physics.kinematics.DoF3rd_1_0(
+        base=zubax.physics.kinematics.DoF2nd_1_0(position=position, velocity=0.0), acceleration=0.0
+    )
+    return zubax.physics.dynamics.DoF3rdTs_1_0(
+        timestamp=zubax.Timestamp_1_0(microsecond=int(time.time() * 1e6)),
+        value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin),
+    )
+
+
+async def _lead(pinned: int, client: Client) -> dict[str, object]:
+    """A follower pinned to ``pinned``; the client (node CLIENT) publishes an engaged leader's streams."""
+    env = servo_env(
+        UAVCAN__SUB__MIMIC_LEADER__ID=str(LEADER_DYNAMICS),
+        UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(LEADER_FEEDBACK),
+        SERVO__MIMIC__LEADER_NODE_ID=str(pinned),
+    )
+    dyn = client.node.make_publisher(zubax.physics.dynamics.DoF3rdTs_1_0, LEADER_DYNAMICS)
+    fb = client.node.make_publisher(zubax.service.actuator.Feedback_1_0, LEADER_FEEDBACK)
+    try:
+        async with ServoNode(None, env, loop_clock="simulated") as node:
+            axis = node.axis()
+            for _ in range(200):  # The leader's streams until the follower has either ignored or followed them.
+                await fb.publish(feedback_message(True, Health.NOMINAL, 0.0))
+                await dyn.publish(_sample(2.0))
+                view = axis.mimic()
+                if view["foreign"] >= 10 or view["following"]:
+                    break
+                await asyncio.sleep(0.02)
+            axis.advance(0.3)  # Within the lost-leader deadman (0.5 s) of the last sample.
+            view = axis.mimic()
+            view["position"] = axis.loop.sample().position
+            return view
+    finally:
+        dyn.close()
+        fb.close()
+
+
+async def test_a_pinned_leader_ignores_another_node_even_first() -> None:
+    client = Client()
+    try:
+        view = await _lead(CLIENT + 1, client)  # Not the client: everything it sends is foreign.
+        assert view["leader"] == CLIENT + 1 and view["foreign"] >= 10 and not view["following"]
+        assert view["position"] == 0.0
+        view = await _lead(CLIENT, client)  # The client is the leader: followed (the joint moves towards 2).
+        assert view["leader"] == CLIENT and view["following"] and view["foreign"] == 0
+        assert 0.0 < float(view["position"]) <= 2.0  # type: ignore[arg-type]
+    finally:
+        client.node.close()

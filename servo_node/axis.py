@@ -34,6 +34,7 @@ import zubax.service.actuator
 import zubax.telega
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.timesync import TimeSync
 
@@ -357,7 +358,11 @@ class Axis:
     ) -> None:
         """A coordinated start: its synchronized time mapped onto the loop's clock (both read now)."""
         received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
-        at_s = self.now() + (int(msg.microsecond) * 1e-6 - self._timesync.now_s())
+        at_sync_s = int(msg.microsecond) * 1e-6 - self._timesync.offset_s  # On this node's system clock.
+        if self.loop_clock == "simulated":
+            at_s = self.now() + (at_sync_s - time.time())
+        else:
+            at_s = at_sync_s - system_minus_monotonic_s()
         self.start_staged(at_s, received_at_s)
 
     def apply(self, received: Received) -> bool:
@@ -571,7 +576,7 @@ class Axis:
         expired_after_s = s.expired_after_s if s is not None and expired else g.expired_after_s
         expired_at_s = math.nan
         if s is not None and expired and self.loop_clock == "real":
-            expired_at_s = time.time() - time.monotonic() + s.expired_at_s  # The loop's clock is time.monotonic.
+            expired_at_s = system_minus_monotonic_s() + s.expired_at_s  # The loop's clock is time.monotonic.
         state = g.update(self.now())
         if self._follower is None:
             return status_view(state, g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)

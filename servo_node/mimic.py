@@ -29,6 +29,7 @@ import pycyphal.application
 import zubax.physics.dynamics
 import zubax.service.actuator
 
+from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.timesync import TimeSync
 
 from .axis_registers import AxisNames, AxisRegisters
@@ -168,7 +169,7 @@ class Follower:
         """A leader timestamp [µs, synchronized time] on the loop clock (NaN: none, or a simulated loop clock)."""
         if stamp_us <= 0 or not self._real_clock:
             return math.nan
-        return stamp_us * 1e-6 - self._clock.offset_s - (time.time() - time.monotonic())
+        return stamp_us * 1e-6 - self._clock.offset_s - system_minus_monotonic_s()
 
     async def _on_dynamics(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
         if not self._is_leader(meta.source_node_id) or self._input is None:

@@ -18,6 +18,7 @@ import zubax.service.actuator
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.transport import dropped_frames
 
 from .arming import ServoState
@@ -92,7 +93,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
     """
     if s is None:
         return {"engaged": False}
-    t0 = time.time() - time.monotonic() + s.plan_start_s if loop_clock == "real" else math.nan
+    t0 = system_minus_monotonic_s() + s.plan_start_s if loop_clock == "real" else math.nan
     kind = "stop" if s.stopping else "move" if s.engaged else "off"
     doc: dict[str, Any] = {}
     for digits in (7, 6, 5, 4, 3):
@@ -213,7 +214,7 @@ def dynamics_message(
     """``dynamics``: measured position, velocity, acceleration and force, stamped [µs, synchronized time: the
     system clock + ``sync_offset_s``] with the sample's own time (``real_clock``: the loop runs on the monotonic
     clock; else the time of publication)."""
-    stamp_s = (time.time() - time.monotonic() + s.time_s if real_clock else time.time()) + sync_offset_s
+    stamp_s = (system_minus_monotonic_s() + s.time_s if real_clock else time.time()) + sync_offset_s
     kin = zubax.physics.kinematics.DoF3rd_1_0(
         base=zubax.physics.kinematics.DoF2nd_1_0(position=s.position, velocity=s.velocity),
         acceleration=s.acceleration,

@@ -19,7 +19,7 @@ demo: $(STAMP)
 ## Lint, type-check and run the whole test suite.
 test: $(STAMP) lint
 	$(BIN)/servo-node warmup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from cyphal_common import dsdl
 
 LEADER, RELAY, COMP, PLAIN = 81, 82, 83, 84

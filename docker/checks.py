@@ -176,7 +176,9 @@ async def check_move(bus: Bus, targets: list[float]) -> str:
     return "every axis at its target: " + ", ".join(f"servo {a.servo} {goal[a]:+.3f}" for a in AXES)
 
 
-_ROW = re.compile(r"^node (\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+_ROW = re.compile(r"^node (\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)(?:\s+\S+)*\s*$")
+"""An axis row of servo-coord's table: node-ID, from, to, planned s, node T s, then whatever columns follow (the
+table grew a lag column once, and this check silently stopped finding its rows)."""
 
 
 async def check_coordinated(bus: Bus, targets: list[float], sync: str) -> str:

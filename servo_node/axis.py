@@ -374,21 +374,21 @@ class Axis:
             return False
         if self._staging is None:
             return self._command(sp, rx, rx)
-        got = self._staging.offer(sp, rx, self._setpoint)
+        # Only a command in force is active: after an expiry or a stop even the same setpoint waits for a start.
+        active = self._setpoint if self.gate.update(self.now()) is ServoState.ENGAGED else None
+        got = self._staging.offer(sp, rx, active)
         if got is None:
             self.counters.setpoints_staged += 1
             return False
         if isinstance(got, Start):  # Its start came first.
             self.counters.setpoints_staged += 1
-            self.counters.starts += 1
-            return self._command(got.setpoint, got.received_at_s, got.at_s)
+            return self._command_start(got)
         return self._command(sp, rx, got)
 
     def start_staged(self, at_s: float, received_at_s: float) -> bool:
         """A start message for ``at_s`` (loop clock), received at ``received_at_s``: apply the staged setpoint with
         its plan starting at ``at_s``; returns True if it was applied. A refusal is counted and reported once per
         reason."""
-        c = self.counters
         if self._staging is None:
             return False
         started = self._staging.start(at_s, received_at_s)
@@ -398,10 +398,14 @@ class Axis:
             self._refuse_start(started)
             return False
         self._reported_start_refusal = ""
-        if not self._may_apply(started.setpoint):
-            return False
-        c.starts += 1
-        return self._command(started.setpoint, started.received_at_s, started.at_s)
+        return self._may_apply(started.setpoint) and self._command_start(started)
+
+    def _command_start(self, start: Start) -> bool:
+        """A staged setpoint released by its start; counted in ``starts`` if the gate let it through."""
+        applied = self._command(start.setpoint, start.received_at_s, start.at_s)
+        if applied:
+            self.counters.starts += 1
+        return applied
 
     def _refuse_start(self, reason: str) -> None:
         """Count a start that applied nothing; report it once per reason."""

@@ -5,8 +5,9 @@ the instant their staged setpoints take effect, as a ``uavcan.time.SynchronizedT
 future: each node's plan then starts at that instant exactly, whatever the delivery jitter of the setpoints before
 it (a burst of separate publications, ~0.5 ms apart) or of the start frame itself (within its lead).
 
-- A setpoint that differs from the active one is *staged*: it does not move the joint, refresh the arming gate or
-  the deadman. The active command stays in force and expires by its own deadman if no start follows.
+- A setpoint that differs from the active one (the command in force: none after an expiry or a stop) is *staged*:
+  it does not move the joint, refresh the arming gate or the deadman. The active command stays in force and
+  expires by its own deadman if no start follows.
 - A start applies the staged setpoint if it is younger than the deadman and the start lies within
   [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason. A start that arrives before
   the setpoint it starts (the two travel on different subjects and are handled by different tasks: their order

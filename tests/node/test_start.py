@@ -89,6 +89,20 @@ async def test_a_staged_setpoint_moves_nothing_until_its_start_then_plans_from_t
     assert axis.counters.starts == 1 and axis.counters.setpoints_accepted == 2
 
 
+async def test_after_an_expiry_even_the_same_setpoint_waits_for_a_start(servo: ServoNode, client: Client) -> None:
+    axis = servo.axis()
+    await client.send(axis, 5.0)
+    assert axis.start_staged(axis.now(), axis.now())
+    axis.advance(1.0)
+    assert axis.loop.sample().position == pytest.approx(5.0, abs=1e-3)
+    axis.advance(DEADMAN_S + 0.5)  # No setpoint since: expired, stopped (it was at rest already).
+    assert axis.status()["servo"]["state"] == "expired" and not axis.loop.sample().engaged
+    await client.send(axis, 5.0)
+    axis.advance(0.2)
+    assert axis.counters.setpoints_staged == 2 and not axis.loop.sample().engaged
+    assert axis.counters.starts == 1 and axis.counters.setpoints_accepted == 1
+
+
 async def test_refused_starts_are_counted_and_nothing_moves(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
     assert not axis.start_staged(axis.now() - 0.01, axis.now())  # Nothing staged (and its instant has passed).

@@ -37,6 +37,7 @@ from .control import LeaderInput, MimicSample, Relation
 from .control import _layout as L
 from .diagnostics import Diagnostics, Severity
 from .intake import PUBLISHER_WINDOW_S, reception_time_s
+from .registers import LEADER_ANY
 from .reports import REGISTER_STRING_MAX, AxisCounters
 from .setpoint import ProfileLimits, Setpoint
 
@@ -91,7 +92,7 @@ class Follower:
         self._real_clock = real_clock
         self._input: LeaderInput | None = None
         pinned = int(registers.real("servo.mimic.leader_node_id"))
-        self.leader_node_id: int | None = None if pinned == 0xFFFF else pinned
+        self.leader_node_id: int | None = None if pinned == LEADER_ANY else pinned
         """The node followed: the register's, or the first sample's sender; samples from any other are foreign."""
         self.state = L.LEADER_DISENGAGED
         self._state_at = -math.inf  # [second, time.monotonic] of the latest feedback
@@ -104,10 +105,10 @@ class Follower:
         self.sources = 0
         """Distinct publishers on the leader's subjects within the last second (the leader and any other)."""
         self.bad_samples = 0
+        """Leader samples with a non-finite position or velocity (ignored; the lost-leader deadman runs on)."""
         self.stale_samples = 0
         """Leader samples dropped: stamped no newer than the newest taken (a late duplicate)."""
         self._newest_stamp_us = 0
-        """Leader samples with a non-finite position or velocity (ignored; the lost-leader deadman runs on)."""
         self.on_sample: Any = None
         """Called with the reception time [loop clock] of each valid leader sample (the axis engages here)."""
         self.on_state: Any = None

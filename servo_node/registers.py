@@ -114,6 +114,9 @@ def _axis_list(v: ValueProxy) -> str | None:
     return None if ok and len(set(words)) == len(words) else "must be distinct names [a-z][a-z0-9_]*, not reserved"
 
 
+LEADER_ANY = 0xFFFF
+"""``servo.mimic.leader_node_id`` that pins no node: the sender of the first leader sample is the leader."""
+
 PORTS: Mapping[str, str] = {
     "uavcan.sub.setpoint_servo": "zubax.telega.ServoCommand.1.0 (or a structural supertype, e.g. Real32)",
     "uavcan.sub.readiness": "zubax.service.Readiness.1.0; unset = no arming gate",
@@ -172,7 +175,8 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.mimic.reference": RegisterSpec(real64(0), scalar(lambda x: True, "(finite)")),
     "servo.mimic.compensation": RegisterSpec(bit(True), anything),
     "servo.mimic.leader_node_id": RegisterSpec(
-        natural16(0xFFFF), scalar(lambda x: x == int(x) and 0 <= x <= 0xFFFF, "a node-ID, or 65535 (the first sender)")
+        natural16(LEADER_ANY),
+        scalar(lambda x: x == int(x) and 0 <= x <= LEADER_ANY, f"a node-ID, or {LEADER_ANY} (the first sender)"),
     ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.axes": RegisterSpec(string(""), _axis_list),

@@ -3,9 +3,14 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PHASE  := bash .ci/phase
+# pytest-xdist workers: 3 on 2 cores (the suite waits on processes and the bus as much as it computes); each worker
+# runs on a network namespace of its own (tests/isolation.py), which needs root: serial otherwise.
+WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 3 || echo 0)
 
-.PHONY: demo test lint bench clean dsdl-env hanoi
+.PHONY: demo test lint bench clean dsdl-env hanoi install
 
+install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -17,9 +22,10 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-test: $(STAMP) lint
-	$(BIN)/servo-node warmup
-	$(BIN)/python -m pytest -q --durations=15
+test: $(STAMP)
+	$(PHASE) lint $(MAKE) --no-print-directory lint
+	$(PHASE) warm-up $(BIN)/servo-node warmup
+	$(PHASE) pytest $(BIN)/python -m pytest -q -n $(WORKERS) --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples

@@ -75,18 +75,38 @@ def status(node_id: int, env: Mapping[str, str] | None = None) -> dict[str, Any]
     return dict(json.loads(value))
 
 
+def start(
+    args: list[str], env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
+) -> subprocess.Popen[str]:
+    """Start a background process: no stdin; stdout and stderr together into a pipe, or into the file ``log``
+    (never a pipe nobody reads, which would block a long-running process once it fills)."""
+    if log is None:
+        out: Any = subprocess.PIPE
+    else:
+        out = log.open("w")
+    try:
+        return subprocess.Popen(
+            args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+    finally:
+        if log is not None:
+            out.close()  # The child holds its own descriptor.
+
+
 @contextmanager
-def popen(args: list[str], env: Mapping[str, str], cwd: Path | None = None) -> Iterator[subprocess.Popen[str]]:
-    """A background process, always ended (SIGINT, then SIGKILL) when the block exits."""
-    proc = subprocess.Popen(args, env=dict(env), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def popen(
+    args: list[str], env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """A background process (:func:`start`), always ended (SIGINT, then SIGKILL) when the block exits."""
+    proc = start(args, env, cwd, log)
     try:
         yield proc
     finally:
         stop(proc)
 
 
-def stop(proc: subprocess.Popen[str], timeout: float = 10.0) -> str:
-    """End a process and return what it printed."""
+def stop(proc: subprocess.Popen[Any], timeout: float = 10.0) -> str:
+    """End a process (SIGINT, then SIGKILL after ``timeout``) and return what it printed into its pipe."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
         try:
@@ -114,15 +134,32 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
 
 
 @contextmanager
-def servo_node(env: Mapping[str, str], registry: Path, node_id: int) -> Iterator[subprocess.Popen[str]]:
-    """A ``servo-node run`` process, returned once it answers register reads."""
-    with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env) as proc:
-        wait_for(
-            lambda: proc.poll() is None and read_register(node_id, "uavcan.node.id", env) == node_id,
-            timeout=120,
-            what=f"servo-node {node_id} to answer (exit code {proc.poll()})",
-        )
+def servo_node(
+    env: Mapping[str, str], registry: Path, node_id: int, log: Path | None = None
+) -> Iterator[subprocess.Popen[str]]:
+    """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads."""
+    with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env, log=log) as proc:
+        wait_answers(proc, env, node_id, what="servo-node")
         yield proc
+
+
+def wait_answers(
+    proc: subprocess.Popen[str], env: Mapping[str, str], node_id: int, what: str, timeout: float = 120
+) -> None:
+    """Until the process ``proc`` answers a read of ``uavcan.node.id`` as ``node_id``; fails if it exits first.
+
+    Polled in this process (:class:`RegisterClient`): a ``y r`` per poll would start a Python process every few
+    hundred milliseconds on a machine busy starting the very node it waits for.
+    """
+    client = RegisterClient(env, node_id, client_node_id=next(_CLIENT_POOL))
+    try:
+        wait_for(
+            lambda: proc.poll() is None and client.read("uavcan.node.id") == [node_id],
+            timeout=timeout,
+            what=f"{what} {node_id} to answer (exit code {proc.poll()})",
+        )
+    finally:
+        client.close()
 
 
 def realtime(pid: int, priority: int = 10) -> bool:

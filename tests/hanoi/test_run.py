@@ -28,21 +28,25 @@ def _run(*args: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]
 
 
 @pytest.mark.slow
-def test_three_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
+def test_two_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
+    """Two boxes: all three kinds of move (to the goal, to the spare, from the spare), each placement FK-verified.
+
+    The 3-box run (7 moves, ~60 s of motion) repeats the same segments; its move sequence and every pose of its plan
+    are checked without motion in ``test_kinematics.py`` (the tower solved, every pose reachable and round-tripped).
+    """
     png = tmp_path / "hanoi.png"
-    res = _run("--boxes", "3", "--figure", str(png))
+    res = _run("--boxes", "2", "--figure", str(png))
     print(res.stdout, res.stderr[-3000:], sep="\n")
     assert res.returncode == 0
     out = res.stdout
-    placed = re.findall(r"move (\d)/7: box (\d) (\w) → (\w) placed at level (\d), FK error ([\d.]+) mm", out)
-    assert [int(m[0]) for m in placed] == list(range(1, 8))
-    assert [(m[2], m[3]) for m in placed] == [("A", "C"), ("A", "B"), ("C", "B"), ("A", "C"), ("B", "A"),
-                                              ("B", "C"), ("A", "C")]
+    placed = re.findall(r"move (\d)/3: box (\d) (\w) → (\w) placed at level (\d), FK error ([\d.]+) mm", out)
+    assert [int(m[0]) for m in placed] == [1, 2, 3]
+    assert [(m[2], m[3]) for m in placed] == [("A", "B"), ("A", "C"), ("B", "C")]
     assert all(float(m[5]) <= 1.0 for m in placed)  # The program's FK tolerance (its default, 1 mm).
-    assert "final stacks A: [], B: [], C: [2, 1, 0]" in out
-    assert "placements verified by FK from measured joints: 7" in out
+    assert "final stacks A: [], B: [], C: [1, 0]" in out
+    assert "placements verified by FK from measured joints: 3" in out
     spread = re.search(r"arrival spread over (\d+) coordinated moves: median ([\d.]+) ms, max ([\d.]+) ms", out)
-    assert spread is not None and int(spread[1]) > 20
+    assert spread is not None and int(spread[1]) > 10
     print(f"ARRIVAL SPREAD: median {spread[2]} ms, max {spread[3]} ms over {spread[1]} moves")
     assert png.stat().st_size > 50_000
 

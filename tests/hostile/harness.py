@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cyphal_common.heartbeat_probe import CYPHAL_UDP_PORT, HEARTBEAT_SUBJECT_ID, parse_heartbeat
-from tests.procs import BIN, BusThread, read_register, stop, wait_for
+from tests.procs import BusThread, servo_node, wait_for
 
 HEARTBEAT_GAP_LIMIT_S = 1.5
 """The product's promise: heartbeats at 1 Hz, never a gap above 1.5 s (the fuzzing invariant)."""
@@ -200,21 +200,5 @@ class LoggedNode:
 @contextmanager
 def logged_servo_node(env: Mapping[str, str], registry: Path, log: Path, node_id: int) -> Iterator[LoggedNode]:
     """``servo-node run`` with its output in ``log``; yielded once it answers register reads; SIGINT at the end."""
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [str(BIN / "servo-node"), "run", "--registry", str(registry)],
-            env=dict(env),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-    node = LoggedNode(proc, log, node_id)
-    try:
-        wait_for(
-            lambda: proc.poll() is None and read_register(node_id, "uavcan.node.id", env) == node_id,
-            timeout=120,
-            what=f"servo-node {node_id} to answer (exit code {proc.poll()}); log: {log}",
-        )
-        yield node
-    finally:
-        stop(proc)
+    with servo_node(env, registry, node_id, log=log) as proc:
+        yield LoggedNode(proc, log, node_id)

@@ -1,23 +1,43 @@
-"""The servo node as a real process, driven by the real yakut CLI exactly as a user types it (UDP on 127.0.0.1)."""
+"""The servo node as a real process, driven by the real yakut CLI exactly as a user types it (UDP on 127.0.0.1).
+
+Commands are yakut's (``y r`` writes, ``y pub``, ``y cmd``); what the test only observes is read in-process
+(:class:`~tests.procs.RegisterClient`), and the first two scenarios share one node process (each begins with a
+RESTART after its register writes, as a user would).
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.procs import BIN, base_env, popen, read_register, servo_node, status, wait_for, y
+from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
 
-NODE, CLIENT = 3725, 3726
-"""Uncommon node-IDs: other Cyphal traffic on 127.0.0.1 may use the usual 125/126."""
+NODE, CLIENT, OTHER = 3725, 3726, 3735
+"""Uncommon node-IDs: other Cyphal traffic on 127.0.0.1 may use the usual 125/126. The persistence scenario runs
+its own processes (``OTHER``) beside the shared node."""
 DEADMAN_S = 0.5
 
 
+_observers: list[RegisterClient] = []
+"""The in-process observer of each node process running, innermost last."""
+
+
+def _obs() -> RegisterClient:
+    assert _observers, "a node process (_node) opens the observer"
+    return _observers[-1]
+
+
 def servo(env: dict[str, str]) -> dict[str, Any]:
-    return dict(status(NODE, env)["servo"])
+    return dict(_obs().json("sys.status")["servo"])
+
+
+def counters() -> dict[str, Any]:
+    return dict(_obs().json("sys.counters"))
 
 
 def publish(*args: str, env: dict[str, str]) -> Any:
@@ -27,21 +47,28 @@ def publish(*args: str, env: dict[str, str]) -> Any:
     return popen([str(BIN / "y"), "pub", *args], e)
 
 
-def restart(env: dict[str, str]) -> None:
-    before = json.loads(read_register(NODE, "sys.counters", env))["restarts"]
-    out = y("cmd", str(NODE), "restart", env=env)
+def restart(env: dict[str, str], node_id: int = NODE) -> None:
+    before = counters()["restarts"]
+    out = y("cmd", str(node_id), "restart", env=env)
     assert '"status":0' in out.replace(" ", ""), out
-    wait_for(
-        lambda: json.loads(read_register(NODE, "sys.counters", env))["restarts"] == before + 1,
-        timeout=60,
-        what="the node to come back after RESTART",
-    )
+    wait_for(lambda: counters()["restarts"] == before + 1, timeout=60, what="the node to come back after RESTART")
 
 
-@pytest.fixture()
-def node_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+@contextmanager
+def _node(env: dict[str, str], db: Path, node_id: int = NODE) -> Iterator[None]:
+    """A servo-node process with the in-process observer open on it."""
+    with servo_node(env, db, node_id):
+        _observers.append(RegisterClient(env, node_id, client_node_id=CLIENT + 1 + len(_observers)))
+        try:
+            yield
+        finally:
+            _observers.pop().close()
+
+
+@pytest.fixture(scope="module")
+def node_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     env = base_env(UAVCAN__NODE__ID=str(NODE))
-    with servo_node(env, tmp_path / "servo.db", NODE):
+    with _node(env, tmp_path_factory.mktemp("yakut") / "servo.db"):
         yield env
 
 
@@ -67,7 +94,7 @@ def test_issue_workflow_verbatim(node_env: dict[str, str]) -> None:
         assert s["target"] == [500.0, 0.0]
         assert s["a_lim"] == [-300.0, 3.14]
         assert s["v_lim"] == [-10.0, 10.0] and s["j_lim"] == 500.0  # defaults elsewhere
-        motion = json.loads(read_register(NODE, "sys.motion", env))
+        motion = _obs().json("sys.motion")
         assert motion["engaged"] and motion["plan"]["status"] == 0
     s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
     # The node's own measure of its deadman reaction: last valid setpoint to expiry.
@@ -81,13 +108,13 @@ def test_readiness_gating_and_rejections(node_env: dict[str, str]) -> None:
     y("r", str(NODE), "uavcan.sub.readiness.id", "10", env=env)
     restart(env)
     for readiness in ("0", "1", "2"):  # SLEEP, the invalid value 1, STANDBY
-        before = json.loads(read_register(NODE, "sys.counters", env))["ignored_unarmed"]
+        before = counters()["ignored_unarmed"]
         y("pub", "-T", "0.1", "-N", "5", "10:zubax.service.readiness", readiness, "27:uavcan.primitive.scalar.real32",
           "7", env=env)  # fmt: skip
-        counters = json.loads(read_register(NODE, "sys.counters", env))
-        assert counters["ignored_unarmed"] >= before + 4, (readiness, counters)
+        now = counters()
+        assert now["ignored_unarmed"] >= before + 4, (readiness, now)
         assert servo(env)["state"] == "standby"
-        assert not json.loads(read_register(NODE, "sys.motion", env))["engaged"]
+        assert not _obs().json("sys.motion")["engaged"]
 
     # Setpoints alone with a stale readiness: still standby.
     y("pub", "-T", "0.1", "-N", "3", "27:uavcan.primitive.scalar.real32", "7", env=env)
@@ -100,45 +127,41 @@ def test_readiness_gating_and_rejections(node_env: dict[str, str]) -> None:
         "{target: 1, profile_velocity_reverse_forward: [1, 2]}": "velocity limits",
     }
     for text, reason in bad.items():
-        before = json.loads(read_register(NODE, "sys.counters", env))["rejected"]
+        before = counters()["rejected"]
         y("pub", "-T", "0.1", "-N", "2", "10:zubax.service.readiness", "3", "27:zubax.telega.ServoCommand", text,
           env=env)  # fmt: skip
-        after = json.loads(read_register(NODE, "sys.counters", env))["rejected"]
+        after = counters()["rejected"]
         assert after == before + 2, text
-        assert reason in read_register(NODE, "sys.last_rejection", env), text
-        assert not json.loads(read_register(NODE, "sys.motion", env))["engaged"]
+        assert reason in _obs().read("sys.last_rejection"), text
+        assert not _obs().json("sys.motion")["engaged"]
 
 
 def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
     db = tmp_path / "servo.db"
-    env = base_env(UAVCAN__NODE__ID=str(NODE), SERVO__PROFILE__JERK="200")
-    with servo_node(env, db, NODE):
-        assert float(y("r", str(NODE), "servo.profile.jerk", env=env)) == 200.0
-        assert float(y("r", str(NODE), "servo.profile.jerk", "300", env=env)) == 300.0
+    env = base_env(UAVCAN__NODE__ID=str(OTHER), SERVO__PROFILE__JERK="200")
+    with _node(env, db, OTHER):
+        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 200.0
+        assert float(y("r", str(OTHER), "servo.profile.jerk", "300", env=env)) == 300.0
         # Refused: not positive, not finite, wrong signs. The old value stays.
-        assert float(y("r", str(NODE), "servo.profile.jerk", "--", "-5", env=env)) == 300.0
-        assert json.loads(y("-j", "r", str(NODE), "servo.profile.velocity", "--", "3", "4", env=env)) == [-10.0, 10.0]
-        assert json.loads(read_register(NODE, "sys.counters", env))["refused_writes"] == 2
-        assert json.loads(y("-j", "r", str(NODE), "servo.profile.velocity", "--", "-3", "4", env=env)) == [-3.0, 4.0]
-        restart(env)
-        assert float(y("r", str(NODE), "servo.profile.jerk", env=env)) == 300.0  # Not re-applied from the environment.
-        out = y("-j", "cmd", str(NODE), "123", env=env, check=False)  # yakut exits 100 on a non-success status.
+        assert float(y("r", str(OTHER), "servo.profile.jerk", "--", "-5", env=env)) == 300.0
+        assert json.loads(y("-j", "r", str(OTHER), "servo.profile.velocity", "--", "3", "4", env=env)) == [-10.0, 10.0]
+        assert counters()["refused_writes"] == 2
+        assert json.loads(y("-j", "r", str(OTHER), "servo.profile.velocity", "--", "-3", "4", env=env)) == [-3.0, 4.0]
+        restart(env, OTHER)
+        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 300.0  # Not re-applied from the environment.
+        out = y("-j", "cmd", str(OTHER), "123", env=env, check=False)  # yakut exits 100 on a non-success status.
         assert json.loads(out)["status"] == 3  # STATUS_BAD_COMMAND
-        out = y("-j", "cmd", str(NODE), "store_persistent_states", env=env)
+        out = y("-j", "cmd", str(OTHER), "store_persistent_states", env=env)
         assert json.loads(out)["status"] == 0
-    with servo_node(env, tmp_path / "other.db", NODE):
-        y("r", str(NODE), "servo.profile.jerk", "321", env=env)
-        y("r", str(NODE), "servo.deadman_timeout", "2", env=env)
-        before = json.loads(read_register(NODE, "sys.counters", env))["restarts"]
-        assert json.loads(y("-j", "cmd", str(NODE), "factory_reset", env=env))["status"] == 0
-        wait_for(
-            lambda: json.loads(read_register(NODE, "sys.counters", env))["restarts"] == before + 1,
-            timeout=60,
-            what="restart after FACTORY_RESET",
-        )
-        assert float(y("r", str(NODE), "servo.profile.jerk", env=env)) == 200.0  # Default, then the environment.
-        assert float(y("r", str(NODE), "servo.deadman_timeout", env=env)) == 0.5
+    with _node(env, tmp_path / "other.db", OTHER):
+        y("r", str(OTHER), "servo.profile.jerk", "321", env=env)
+        y("r", str(OTHER), "servo.deadman_timeout", "2", env=env)
+        before = counters()["restarts"]
+        assert json.loads(y("-j", "cmd", str(OTHER), "factory_reset", env=env))["status"] == 0
+        wait_for(lambda: counters()["restarts"] == before + 1, timeout=60, what="restart after FACTORY_RESET")
+        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 200.0  # Default, then the environment.
+        assert float(y("r", str(OTHER), "servo.deadman_timeout", env=env)) == 0.5
     env.pop("SERVO__PROFILE__JERK")
-    with servo_node(env, db, NODE):  # A new process over the same register file.
-        assert float(y("r", str(NODE), "servo.profile.jerk", env=env)) == 300.0
-        assert json.loads(y("-j", "r", str(NODE), "servo.profile.velocity", env=env)) == [-3.0, 4.0]
+    with servo_node(env, db, OTHER):  # A new process over the same register file.
+        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 300.0
+        assert json.loads(y("-j", "r", str(OTHER), "servo.profile.velocity", env=env)) == [-3.0, 4.0]

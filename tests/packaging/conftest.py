@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import isolation
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("cyphal_common", "servo_node", "sim_plant", "sim_plant_node")
 """Every top-level package of the distribution."""
@@ -129,6 +131,7 @@ def installed(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Installed
         timeout=900,
         cwd=workdir,
         env=env,
+        preexec_fn=isolation.on_host(),  # pip reaches the package index from the machine's own network
     )
     assert res.returncode == 0, f"pip install of the wheel failed:\n{res.stdout[-4000:]}\n{res.stderr[-4000:]}"
     inst = Installed(venv, workdir, env)

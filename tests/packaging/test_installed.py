@@ -12,14 +12,14 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.procs import wait_for
+from cyphal_common.heartbeat_probe import wait_heartbeat
+from tests.procs import popen, wait_for
 
 from .conftest import REPO_ROOT, Installed
 
@@ -72,24 +72,7 @@ def _operational(env: Mapping[str, str], cwd: Path, node: int) -> bool:
     return any(b["mode"]["value"] == OPERATIONAL for b in beats)
 
 
-@contextmanager
-def _process(args: list[str], env: Mapping[str, str], cwd: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A background process logging to a file (never a pipe that could fill), ended by SIGINT then SIGKILL."""
-    with log.open("wb") as out:
-        proc = subprocess.Popen(args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(subprocess.signal.SIGINT)
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(30)
-
-
-def _wait_running(proc: subprocess.Popen[bytes], log: Path, predicate: Any, timeout: float, what: str) -> Any:
+def _wait_running(proc: subprocess.Popen[str], log: Path, predicate: Any, timeout: float, what: str) -> Any:
     """:func:`wait_for` that fails at once, with the log, if the process exits."""
 
     def check() -> Any:
@@ -100,6 +83,14 @@ def _wait_running(proc: subprocess.Popen[bytes], log: Path, predicate: Any, time
         return wait_for(check, timeout=timeout, interval=0.5, what=what)
     except AssertionError as ex:
         raise AssertionError(f"{ex}\nlog:\n{log.read_text(errors='replace')[-4000:]}") from None
+
+
+def _wait_operational(proc: subprocess.Popen[str], log: Path, yenv: Mapping[str, str], wd: Path, node: int) -> None:
+    """Until the node's heartbeat says OPERATIONAL: awaited on the wire in this process (the first start compiles
+    for a minute; a ``y sub`` every half second meanwhile would cost more than the compile), then seen by yakut."""
+    well = lambda: wait_heartbeat(node, "127.0.0.1", 2.0)[0] is not None  # noqa: E731
+    _wait_running(proc, log, well, STARTUP_TIMEOUT, "an OPERATIONAL heartbeat")
+    assert _operational(yenv, wd, node), "yakut did not see the OPERATIONAL heartbeat the wire carried"
 
 
 def test_installed_servo_node_demo_moves_under_yakut(installed: Installed) -> None:
@@ -117,14 +108,14 @@ def test_installed_servo_node_demo_moves_under_yakut(installed: Installed) -> No
         "UAVCAN__PUB__DYNAMICS__ID": str(dynamics),
     }
     wd, log = installed.workdir, installed.workdir / "servo-node.log"
-    with _process([installed.bin("servo-node"), "demo", "--registry", "demo.db"], node_env, wd, log) as proc:
-        _wait_running(proc, log, lambda: _operational(yenv, wd, node), STARTUP_TIMEOUT, "an OPERATIONAL heartbeat")
+    with popen([installed.bin("servo-node"), "demo", "--registry", "demo.db"], node_env, wd, log) as proc:
+        _wait_operational(proc, log, yenv, wd, node)
         printed = log.read_text()
         assert f"export CYPHAL_PATH={yenv['CYPHAL_PATH']}\n" in printed  # The demo tells the same DSDL.
 
         target = 2.5
         pub = [str(YAKUT), "pub", "-T", "0.1", f"{setpoint}:zubax.telega.ServoCommand", f"{{target: {target}}}"]
-        with _process(pub, yenv, wd, wd / "y-pub.log") as publisher:
+        with popen(pub, yenv, wd, wd / "y-pub.log") as publisher:
 
             def arrived() -> bool:
                 motion = json.loads(json.loads(_y(yenv, wd, "-j", "r", str(node), "sys.motion")))
@@ -151,8 +142,8 @@ def test_installed_sim_plant_follows_a_udral_setpoint(installed: Installed) -> N
         "UAVCAN__PUB__SERVO__FEEDBACK__ID": str(base + 3),
     }
     wd, log = installed.workdir, installed.workdir / "sim-plant.log"
-    with _process([installed.bin("sim-plant"), "--registry", "sim_plant.db"], node_env, wd, log) as proc:
-        _wait_running(proc, log, lambda: _operational(yenv, wd, node), STARTUP_TIMEOUT, "an OPERATIONAL heartbeat")
+    with popen([installed.bin("sim-plant"), "--registry", "sim_plant.db"], node_env, wd, log) as proc:
+        _wait_operational(proc, log, yenv, wd, node)
         setpoint = (
             "{kinematics: {angular_position: {radian: .nan}, angular_velocity: {radian_per_second: 2.0},"
             " angular_acceleration: {radian_per_second_per_second: .nan}}, torque: {newton_meter: 10}}"
@@ -178,7 +169,7 @@ def test_installed_sim_plant_follows_a_udral_setpoint(installed: Installed) -> N
             s = state()
             return s if abs(s[2] - 2.0) < 0.02 else None
 
-        with _process(pub, yenv, wd, wd / "y-pub-udral.log") as publisher:
+        with popen(pub, yenv, wd, wd / "y-pub-udral.log") as publisher:
             t0, p0, _v0 = _wait_running(proc, log, at_speed, TIMEOUT, "velocity 2 rad/s")
             t1, p1, v1 = _wait_running(proc, log, lambda: later(t0 + 0.5), TIMEOUT, "a sample 0.5 s later")
             assert publisher.poll() is None, (wd / "y-pub-udral.log").read_text()

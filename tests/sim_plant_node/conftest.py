@@ -12,8 +12,6 @@ import dataclasses
 import math
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -30,10 +28,9 @@ import uavcan.node
 
 from cyphal_common import dsdl
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
+from tests.procs import SIM_PLANT, start, stop
 
 BIN = Path(sys.executable).parent
-SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
-"""The ``sim-plant`` command of the tree under test (an installed console script may point at another tree)."""
 STARTUP_TIMEOUT = 120.0
 """Until the subprocess says OPERATIONAL (numba may compile on a cold cache; the machine may be loaded)."""
 TIMEOUT = 45.0
@@ -97,32 +94,17 @@ class SimPlantProcess:
         self.registry = workdir / f"sim_plant_{ids.plant}.db"
         self.log_path = workdir / f"sim_plant_{ids.plant}.log"
         env = clean_env(**ids.registers(), **{f"SIM__{k.upper()}": v for k, v in sim.items()})
-        self._log = self.log_path.open("w")
-        self.proc = subprocess.Popen(
-            [*SIM_PLANT, "--registry", str(self.registry), "--verbose"],
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+        self.proc = start([*SIM_PLANT, "--registry", str(self.registry), "--verbose"], env, log=self.log_path)
 
     def log(self) -> str:
         """Everything the process printed so far."""
-        self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def close(self) -> None:
         """Stop the process and remove its files."""
         try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGINT)
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=30)
+            stop(self.proc, timeout=15)
         finally:
-            self._log.close()
             for p in (self.registry, self.registry.with_name(self.registry.name + "-journal"), self.log_path):
                 p.unlink(missing_ok=True)
 

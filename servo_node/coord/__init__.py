@@ -11,11 +11,13 @@ generated DSDL types are imported by the functions that need them (compile them 
 
 from ._sync import AxisMotion as AxisMotion
 from ._sync import AxisPlan as AxisPlan
+from ._sync import Line as Line
 from ._sync import Sync as Sync
 from ._sync import SyncPlan as SyncPlan
+from ._sync import line_duration as line_duration
 from ._sync import normalised_progress as normalised_progress
 from ._sync import optimal_duration as optimal_duration
-from ._sync import phase_limits as phase_limits
+from ._sync import straight_line as straight_line
 from ._sync import synchronize as synchronize
 from ._sync import time_limits as time_limits
 from ._sync import time_scaled as time_scaled
@@ -23,11 +25,13 @@ from ._sync import time_scaled as time_scaled
 __all__ = [
     "AxisMotion",
     "AxisPlan",
+    "Line",
     "Sync",
     "SyncPlan",
+    "line_duration",
     "normalised_progress",
     "optimal_duration",
-    "phase_limits",
+    "straight_line",
     "synchronize",
     "time_limits",
     "time_scaled",

@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert isinstance(plan, SyncPlan)
         if plan.fallback:
             print(f"phase sync infeasible, using time sync: {plan.fallback}", flush=True)
-        print(f"sent: sync {plan.used.value}, common duration {plan.duration:.6f} s", flush=True)
+        print(f"sent: {plan.summary}", flush=True)
 
     async def run() -> int:
         task = asyncio.current_task()

@@ -223,8 +223,7 @@ class MoveResult:
 
     def table(self) -> str:
         """Human-readable summary, one line per axis."""
-        rows = [f"sync {self.plan.used.value}" + (f" (phase infeasible: {self.plan.fallback})" if self.plan.fallback
-                                                   else "") + f"; common duration {self.plan.duration:.6f} s"]
+        rows = [self.plan.summary]
         rows += [f"note: {n}" for n in self.plan.notes]
         rows += [f"REJECTED by {r}" for r in self.rejected]
         rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "

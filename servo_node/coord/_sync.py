@@ -17,12 +17,15 @@ Facts used:
 
 Modes (:class:`Sync`):
 
-* ``phase`` (rest to rest only): the *limiting* axis (longest time-optimal plan) keeps its limits; axis i gets
-  them scaled by its distance ratio ρ_i = |D_i|/|D_L|, direction-relative. All axes then follow one normalised
-  progress s(t): a straight line in joint space. Valid only where the scaled plan stays within the axis's own
-  limits (peak speed in its direction of travel, speeding-up and slowing-down acceleration, jerk; a limit the
-  limiting plan never reaches does not count, and is sent clipped to the axis's own); otherwise, or when an
-  axis starts in motion, phase sync is infeasible, the reason is returned and ``time`` is used instead.
+* ``phase``: a straight line in joint space, time-optimal. The move is one path parameter s: 0 → 1 with
+  p_i = p_i0 + D_i·s, and every axis's limits bound s: ṡ ≤ v_i/|D_i| (v_i its velocity limit in its own direction
+  of travel), s̈ ≤ a_max_i/|D_i| speeding up, −s̈ ≤ |a_min_i|/|D_i| slowing down, |s⃛| ≤ j_i/|D_i|. The
+  time-optimal s-profile under the smallest of these is the time-optimal straight line; by scale invariance axis i
+  gets exactly |D_i| times the s-limits (direction-relative, mirrored for axes moving the other way), so its own
+  planner makes D_i·s(t). Always feasible from rest; from a start in motion where the start state lies on the line
+  (every axis's v0 and a0 proportional to its distance by the same factors ṡ0, s̈0): the same, from (0, ṡ0, s̈0).
+  Otherwise ``time`` is used and the reason returned. The line lasts at least as long as the slowest axis alone;
+  :attr:`SyncPlan.stretch` says by how much it exceeds the fastest common arrival (time sync).
 * ``time``: every axis arrives at the common duration T = max T_i; axis i gets its own limits time-scaled by
   k_i ∈ (0, 1] such that its own time-optimal plan lasts exactly T.
 * ``none``: every axis time-optimal under its own limits.
@@ -41,7 +44,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from servo_node.otg import Planner, Status, Trajectory
-from servo_node.otg import _profile as _pl  # the profile layout: phases are read to find the plan's peaks
 from servo_node.setpoint import ProfileLimits
 
 DURATION_RTOL = 1e-12
@@ -53,6 +55,10 @@ leaves about 1e-12 where the search cannot do better)."""
 
 LIMIT_RTOL = 1e-12
 """A scaled limit exceeding the axis's own by at most this fraction (rounding) is taken as equal."""
+
+COLLINEAR_RTOL = 1e-9
+"""A start state is on the line when every axis's v0/D_i and a0/D_i match the line's ṡ0 and s̈0 to this fraction of
+the line's own speed and acceleration limits."""
 
 K_MIN = 1e-6
 """The smallest time scale searched: limits k·v, k²·a, k³·j below this are practically zero (and nodes refuse
@@ -102,7 +108,7 @@ class AxisPlan:
     optimal_duration: float
     """Duration of its time-optimal plan under its own limits [second]."""
     scale: float
-    """``phase``: distance ratio ρ to the limiting axis; ``time``: time scale k; ``none``: 1; held: 0."""
+    """``phase``: distance ratio |D_i|/|D_L| to the limiting axis; ``time``: time scale k; ``none``: 1; held: 0."""
     held: bool = False
     """Held at its target with its own limits, outside the synchronisation (see :func:`synchronize`)."""
 
@@ -114,14 +120,24 @@ class SyncPlan:
     requested: Sync
     used: Sync
     duration: float
-    """The common duration: the longest time-optimal plan [second]."""
+    """The common duration [second]: the slowest axis's own optimum (``time``, ``none``), or the time-optimal
+    straight line's (``phase``), never shorter."""
     limiting: int
-    """Index of the axis whose own limits set :attr:`duration` (-1: nothing moves)."""
+    """Index of the axis with the longest time-optimal plan under its own limits (-1: nothing moves)."""
     axes: tuple[AxisPlan, ...]
     fallback: str = ""
     """Why ``phase`` was requested but not used (empty otherwise)."""
     notes: tuple[str, ...] = ()
     """Axes whose duration could not be matched exactly (time sync blocked) and similar findings."""
+    stretch: float = 1.0
+    """:attr:`duration` over the fastest common arrival (the slowest axis alone): what the straight line costs."""
+
+    @property
+    def summary(self) -> str:
+        """One line: the mode used (and why not phase), the common duration, what the straight line costs."""
+        why = f" (phase infeasible: {self.fallback})" if self.fallback else ""
+        cost = f" (line +{(self.stretch - 1.0) * 100.0:.1f} % over time sync)" if self.used is Sync.PHASE else ""
+        return f"sync {self.used.value}{why}; common duration {self.duration:.6f} s{cost}"
 
     @property
     def spread(self) -> float:
@@ -169,79 +185,59 @@ def time_scaled(limits: ProfileLimits, k: float) -> ProfileLimits:
 
 
 @dataclass(frozen=True)
-class _Travel:
-    """Limits relative to a direction of travel: speed, speeding-up and slowing-down acceleration, jerk."""
+class Line:
+    """The straight line of a phase-synchronised move: limits and start state of its path parameter s: 0 → 1."""
 
-    speed: float
-    up: float
-    down: float
-    jerk: float
+    limits: ProfileLimits
+    """Limits of s: the smallest of every moving axis's own limits over its distance, direction-relative."""
+    sdot0: float
+    sddot0: float
 
-    @staticmethod
-    def of(lim: ProfileLimits, direction: float) -> _Travel:
-        speed = lim.v_max if direction > 0.0 else -lim.v_min
-        return _Travel(speed, lim.a_max, -lim.a_min, lim.j_max)
+    def axis_limits(self, ax: AxisMotion) -> ProfileLimits:
+        """|D_i| times the s-limits, mirrored for an axis moving the other way: its plan is then p0 + D_i·s(t)."""
+        d = ax.distance
+        m, lim = abs(d), self.limits
+        if d > 0.0:
+            v_min, v_max = m * lim.v_min, m * lim.v_max
+        else:
+            v_min, v_max = -m * lim.v_max, -m * lim.v_min
+        return ProfileLimits(v_min, v_max, m * lim.a_min, m * lim.a_max, m * lim.j_max)
 
 
-def travel_peaks(ax: AxisMotion, limits: ProfileLimits | None = None) -> _Travel:
-    """Peak speed, speeding-up and slowing-down acceleration and jerk of the axis's time-optimal plan from rest.
+def straight_line(axes: Sequence[AxisMotion], moving: Sequence[int]) -> Line | str:
+    """The line through the moving axes' start and target, or why their start state is not on it.
 
-    Exact from the plan's constant-jerk phases: the acceleration is piecewise linear (its extremes sit on phase
-    boundaries) and the velocity peaks where the acceleration crosses zero or on a boundary.
+    ``moving``: indices of the axes to put on the line (each with a distance ≠ 0). The start of s is taken from the
+    longest move (the best-conditioned ratio); every axis's own ratios v0/D and a0/D must match it to
+    :data:`COLLINEAR_RTOL` of the line's speed and acceleration limits.
     """
-    traj = _duration_of().trajectory(ax, ax.limits if limits is None else limits)
-    s = 1.0 if ax.distance >= 0.0 else -1.0
-    prof = traj.profile
-    n = int(prof[_pl.COUNT])
-    speed = up = down = jerk = 0.0
-    for k in range(n):
-        base = _pl.HEADER + k * _pl.PHASE_STRIDE
-        t0, v, a, j = prof[base + _pl.PH_T], prof[base + _pl.PH_V], prof[base + _pl.PH_A], prof[base + _pl.PH_J]
-        t1 = prof[base + _pl.PHASE_STRIDE + _pl.PH_T] if k + 1 < n else prof[_pl.DURATION]
-        dt = max(0.0, t1 - t0)
-        a1 = a + j * dt
-        v1 = v + a * dt + 0.5 * j * dt * dt
-        speed = max(speed, s * v, s * v1)
-        if j != 0.0 and a * a1 < 0.0:  # The velocity's extremum inside the phase.
-            speed = max(speed, s * (v - 0.5 * a * a / j))
-        up, down = max(up, s * a, s * a1), max(down, -s * a, -s * a1)
-        if dt > 0.0:
-            jerk = max(jerk, abs(j))
-    return _Travel(speed, up, down, jerk)
+    fwd = back = up = down = jerk = math.inf
+    for i in moving:
+        ax = axes[i]
+        d, lim, m = ax.distance, ax.limits, abs(ax.distance)
+        ahead, behind = (lim.v_max, -lim.v_min) if d > 0.0 else (-lim.v_min, lim.v_max)
+        fwd, back = min(fwd, ahead / m), min(back, behind / m)
+        up, down, jerk = min(up, lim.a_max / m), min(down, -lim.a_min / m), min(jerk, lim.j_max / m)
+    ref = axes[max(moving, key=lambda i: abs(axes[i].distance))]
+    sdot0, sddot0 = ref.v0 / ref.distance, ref.a0 / ref.distance
+    for i in moving:
+        ax = axes[i]
+        d = ax.distance
+        if abs(ax.v0 / d - sdot0) > COLLINEAR_RTOL * fwd or abs(ax.a0 / d - sddot0) > COLLINEAR_RTOL * max(up, down):
+            return (f"axis {i} starts in motion off the line (v={ax.v0:.6g}, a={ax.a0:.6g}; the line needs "
+                    f"v={sdot0 * d:.6g}, a={sddot0 * d:.6g}): phase sync needs every axis's start state "
+                    f"proportional to its distance")
+    peak = sdot0 + sddot0 * abs(sddot0) / (2.0 * jerk)  # ṡ once s̈ is brought to zero at the line's jerk
+    if abs(sddot0) > min(up, down) * (1.0 + COLLINEAR_RTOL) or not -back <= peak <= fwd:
+        return (f"the start in motion is on the line, but the line's limits (the smallest of every axis's) cannot take "
+                f"it without passing an axis's own limit (ṡ0={sdot0:.6g}, s̈0={sddot0:.6g}: s-speed {peak:.6g} of "
+                f"[{-back:.6g}, {fwd:.6g}], s-acceleration limit {min(up, down):.6g})")
+    return Line(ProfileLimits(-back, fwd, -down, up, jerk), sdot0, sddot0)
 
 
-def phase_limits(limiting: AxisMotion, ax: AxisMotion, peaks: _Travel | None = None) -> ProfileLimits | str:
-    """Limits that make ``ax`` follow the limiting axis's plan scaled by the distance ratio, or why it cannot.
-
-    Both axes start at rest. By scale invariance ``ax``'s time-optimal plan under the limiting axis's limits scaled
-    by ρ = |D_i|/|D_L| (direction-relative: ``ax`` may move the other way) is that scaled plan. Valid where the
-    scaled plan's *peaks* (speed in the direction of travel, speeding-up and slowing-down acceleration, jerk)
-    stay within ``ax``'s own limits; then each limit sent is min(scaled limit, own limit): the scaled plan stays
-    admissible and remains optimal under the smaller limits (the same criterion Ruckig's phase synchronisation
-    applies to its profiles). The velocity limit against the direction of travel (unused) stays the axis's own.
-    """
-    d_l, d_i = limiting.distance, ax.distance
-    rho = abs(d_i) / abs(d_l)
-    src = _Travel.of(limiting.limits, d_l)
-    pk = travel_peaks(limiting) if peaks is None else peaks
-    own = _Travel.of(ax.limits, d_i)
-    for name, want, have in (
-        ("velocity", rho * pk.speed, own.speed),
-        ("acceleration", rho * pk.up, own.up),
-        ("deceleration", rho * pk.down, own.down),
-        ("jerk", rho * pk.jerk, own.jerk),
-    ):
-        if want > have * (1.0 + LIMIT_RTOL):
-            return (f"its {name} would peak at {want:.6g} > its own limit {have:.6g} (the limiting axis's plan scaled "
-                    f"by the distance ratio {rho:.6g})")
-    sp = _Travel(min(rho * src.speed, own.speed), min(rho * src.up, own.up), min(rho * src.down, own.down),
-                 min(rho * src.jerk, own.jerk))
-    lim = ax.limits
-    if d_i > 0.0:
-        v_min, v_max = lim.v_min, sp.speed
-    else:
-        v_min, v_max = -sp.speed, lim.v_max
-    return ProfileLimits(v_min, v_max, -sp.down, sp.up, sp.jerk)
+def line_duration(line: Line) -> float:
+    """Duration of the time-optimal s-profile from (0, ṡ0, s̈0) to 1 at rest under the line's limits [second]."""
+    return _duration_of()(AxisMotion(0.0, line.sdot0, line.sddot0, 1.0, line.limits), line.limits)
 
 
 def time_limits(
@@ -309,7 +305,8 @@ def time_limits(
 def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held: Collection[int] = ()) -> SyncPlan:
     """Plan a coordinated move: per-axis time-optimal durations, the common duration, the limits per axis.
 
-    ``phase`` falls back to ``time`` when it is infeasible; :attr:`SyncPlan.fallback` says why (never silent).
+    ``phase`` is the time-optimal straight line; it falls back to ``time`` only when a start in motion is off
+    every line, and :attr:`SyncPlan.fallback` says why (never silent).
     ``held``: indices of axes to hold at their target with their own limits, outside the synchronisation (a joint
     whose target does not change: its distance is only a settling residual); a plan note names each one held
     while its target differs from its position.
@@ -328,8 +325,10 @@ def synchronize(axes: Sequence[AxisMotion], sync: Sync | str = Sync.PHASE, held:
     fallback = ""
     if sync is Sync.PHASE:
         result = _phase(axes, own, limiting, held)
-        if isinstance(result, tuple):
-            return SyncPlan(sync, Sync.PHASE, t_common, limiting, result, notes=_held_notes(axes, result))
+        if not isinstance(result, str):
+            plans, t_line = result
+            return SyncPlan(sync, Sync.PHASE, t_line, limiting, plans, notes=_held_notes(axes, plans),
+                            stretch=t_line / t_common)
         fallback = result
     plans_t: list[AxisPlan] = []
     notes: list[str] = []
@@ -357,29 +356,26 @@ def _held_notes(axes: Sequence[AxisMotion], plans: Sequence[AxisPlan]) -> tuple[
 
 
 def _phase(axes: Sequence[AxisMotion], own: Sequence[float], limiting: int,
-           held: Collection[int]) -> tuple[AxisPlan, ...] | str:
-    """Phase-synchronised plans, or why phase synchronisation is infeasible."""
-    moving = [i for i, ax in enumerate(axes) if (ax.distance != 0.0 or not ax.at_rest) and i not in held]
-    for i in moving:
-        ax = axes[i]
-        if not ax.at_rest:
-            return f"axis {i} starts in motion (v={ax.v0:.6g}, a={ax.a0:.6g}): phase sync needs every axis at rest"
-    lead = axes[limiting]
-    peaks = travel_peaks(lead)
+           held: Collection[int]) -> tuple[tuple[AxisPlan, ...], float] | str:
+    """The time-optimal straight line (plans and duration), or why the start state is not on any line."""
+    moving = [i for i, ax in enumerate(axes) if i not in held and ax.distance != 0.0]
+    for i, ax in enumerate(axes):
+        if i not in held and ax.distance == 0.0 and not ax.at_rest:
+            return (f"axis {i} starts in motion (v={ax.v0:.6g}, a={ax.a0:.6g}) at its target: it cannot be on a "
+                    f"line")
+    line = straight_line(axes, moving)
+    if isinstance(line, str):
+        return line
     dur = _duration_of()
+    d_l = abs(axes[limiting].distance)
     plans: list[AxisPlan] = []
     for i, ax in enumerate(axes):
-        if i == limiting:
-            plans.append(AxisPlan(ax.limits, own[i], own[i], 1.0))
-            continue
-        if i in held or ax.distance == 0.0:
+        if i not in moving:
             plans.append(_own_plan(ax, own[i], held=True))
             continue
-        lim = phase_limits(lead, ax, peaks)
-        if isinstance(lim, str):
-            return f"axis {i}: {lim}"
-        plans.append(AxisPlan(lim, dur(ax, lim), own[i], abs(ax.distance) / abs(lead.distance)))
-    return tuple(plans)
+        lim = line.axis_limits(ax)
+        plans.append(AxisPlan(lim, dur(ax, lim), own[i], abs(ax.distance) / d_l))
+    return tuple(plans), line_duration(line)
 
 
 def with_limits(ax: AxisMotion, limits: ProfileLimits) -> AxisMotion:

@@ -11,7 +11,7 @@ import pytest
 
 from .conftest import PACKAGES, PYPROJECT, REPO_ROOT, VERSION, Dist
 
-pytestmark = pytest.mark.install
+pytestmark = [pytest.mark.install, pytest.mark.xdist_group("packaging")]  # one worker: the wheel is built once
 
 DIST_INFO = f"cyphal_servo-{VERSION}.dist-info"
 

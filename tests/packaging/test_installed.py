@@ -23,7 +23,7 @@ from tests.procs import popen, wait_for
 
 from .conftest import REPO_ROOT, Installed
 
-pytestmark = [pytest.mark.install, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.install, pytest.mark.timeout(900), pytest.mark.xdist_group("packaging")]
 
 YAKUT = Path(sys.executable).parent / "y"
 """yakut of the test venv (the user's venv needs none)."""

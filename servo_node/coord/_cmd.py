@@ -23,7 +23,7 @@ EXIT_CODE_UNSUCCESSFUL = 100
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ._logic import START_LEAD_S
+    from ._logic import START_AUTO, START_LEAD_S
 
     ap = argparse.ArgumentParser(prog="servo-coord", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,8 +37,13 @@ def _parser() -> argparse.ArgumentParser:
                     help="phase: straight line in joint space (default); time: arrive together; none: each optimal")
     mv.add_argument("--hold", type=float, default=None, metavar="SECONDS",
                     help="keep publishing the final setpoints this long after the planned end (default: until Ctrl-C)")
-    mv.add_argument("--start", type=int, default=None, metavar="SUBJECT",
-                    help="the servos' shared motion_start subject: every axis starts on one start message")
+    start = mv.add_mutually_exclusive_group()
+    start.add_argument("--start", type=lambda x: x if x == START_AUTO else int(x), default=START_AUTO,
+                       metavar="SUBJECT",
+                       help="the servos' shared motion_start subject: every axis starts on one start message "
+                            "(default: the subject every axis has in uavcan.sub.motion_start.id, if they share one)")
+    start.add_argument("--no-start", dest="start", action="store_const", const=None,
+                       help="no start message: each axis starts its plan at its setpoint's reception")
     mv.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
                     help=f"how far ahead the start message names the start (default {START_LEAD_S:g})")
     mv.add_argument("-v", "--verbose", action="store_true")
@@ -84,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         try:
             async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
+                print(f"start: {coord.start_path}", flush=True)
                 await coord.move(targets, args.sync, args.hold, on_sent=sent,
                                  on_result=lambda r: print(r.table(), flush=True))
         except asyncio.CancelledError:

@@ -65,6 +65,12 @@ REST_VELOCITY = 1e-3
 """A measured |v| below this [unit/s] (and |a| below 100× this) counts as at rest: the node plans such a start
 from rest (its reference is at rest), and phase sync needs rest."""
 
+START_AUTO = "auto"
+"""The coordinator's default start: one start message on the subject every axis shares, else reception."""
+
+MAX_SUBJECT_ID = 8191
+"""The largest subject-ID; a port register above it is unset (65535)."""
+
 START_LEAD_S = 0.05
 """How far ahead of its publication a start message names the start [second]: longer than the start frame's
 delivery to every node's control loop (an event-loop hop), so every plan starts at that very instant."""
@@ -264,22 +270,28 @@ class Coordinator:
     :param environment: ``UAVCAN__*`` registers (transport, node-ID; the node-ID must be set: register access
         needs it); default ``os.environ``.
     :param start_subject: the nodes' shared ``motion_start`` subject: every move starts on one start message
-        ``start_lead_s`` ahead (None: each node starts at its setpoint's reception).
+        ``start_lead_s`` ahead; :data:`START_AUTO` (default): the subject every axis has configured in its
+        ``uavcan.sub.motion_start.id``, if they all share one; None: each node starts at its setpoint's reception.
+        After :meth:`start`, :attr:`start_subject` is the subject used (or None) and :attr:`start_path` says why.
     """
 
     def __init__(
         self,
         axes: Sequence[Axis],
         environment: Mapping[str, str] | None = None,
-        start_subject: int | None = None,
+        start_subject: int | str | None = START_AUTO,
         start_lead_s: float = START_LEAD_S,
     ) -> None:
         if not axes:
             raise ValueError("no axes")
         if not 0.0 < start_lead_s <= 0.5:
             raise ValueError(f"start lead {start_lead_s} s: must be in (0, 0.5]")
+        if isinstance(start_subject, str) and start_subject != START_AUTO:
+            raise ValueError(f"start subject {start_subject!r}: a subject-ID, {START_AUTO!r} or None")
         self.axes = list(axes)
-        self.start_subject = start_subject
+        self._start_request = start_subject
+        self.start_subject: int | None = None
+        self.start_path = ""
         self.start_lead_s = start_lead_s
         self._start_pub: Any = None
         self._start_checked = False
@@ -325,6 +337,8 @@ class Coordinator:
             client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
             client.response_timeout = 1.0
             self._clients.append(client)
+        node.start()
+        await self._choose_start()
         if self.start_subject is not None:
             import uavcan.time
 
@@ -333,7 +347,6 @@ class Coordinator:
             self._start_pub = pres.make_publisher(uavcan.time.SynchronizedTimestamp_1_0, self.start_subject)
             self._start_pub.priority = pycyphal.transport.Priority.HIGH
             self._timesync = TimeSync.of(node, "slave")  # The nodes' synchronized time, where a master is heard.
-        node.start()
         # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
                                                          AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
@@ -539,21 +552,46 @@ class Coordinator:
         for pub, msg in zip(self._pubs, msgs, strict=True):
             await pub.publish(msg)
 
+    async def _start_subjects(self) -> list[int | None]:
+        """Each axis's ``uavcan.sub.motion_start.id`` (None: unset or unreadable)."""
+
+        async def port_id(i: int) -> int | None:
+            try:
+                v = list(await self.read_register(i, "uavcan.sub.motion_start.id"))
+            except CoordError:
+                return None
+            return int(v[0]) if v and int(v[0]) <= MAX_SUBJECT_ID else None
+
+        return list(await asyncio.gather(*(port_id(i) for i in range(len(self.axes)))))
+
+    async def _choose_start(self) -> None:
+        """Settle :attr:`start_subject` and :attr:`start_path` from the request: given, found on every axis, or
+        none (reception)."""
+        req = self._start_request
+        if req is None:
+            self.start_subject, self.start_path = None, "each axis on its setpoint's reception (start message off)"
+        elif isinstance(req, int):
+            self.start_subject, self.start_path = req, f"one start message on subject {req} (given)"
+        else:
+            ids = await self._start_subjects()
+            unset = [ax.label for ax, v in zip(self.axes, ids, strict=True) if v is None]
+            if not unset and len(set(ids)) == 1:
+                self.start_subject = ids[0]
+                self.start_path = f"one start message on subject {ids[0]} (every axis's uavcan.sub.motion_start.id)"
+                self._start_checked = True
+            else:
+                why = (f"no motion_start subject on {', '.join(unset)}" if unset
+                       else f"the axes' motion_start subjects differ ({', '.join(map(str, ids))})")
+                self.start_subject, self.start_path = None, f"each axis on its setpoint's reception: {why}"
+
     async def _check_start_subject(self) -> None:
         """With a start subject, every node must subscribe to it (else it would start at its setpoint's reception,
         or never): checked once per coordinator."""
         if self.start_subject is None or self._start_checked:
             return
-
-        async def port_id(i: int) -> list[float]:
-            try:
-                return list(await self.read_register(i, "uavcan.sub.motion_start.id"))
-            except CoordError:
-                return []
-
-        ids = await asyncio.gather(*(port_id(i) for i in range(len(self.axes))))
-        wrong = [f"{ax.label} ({int(v[0]) if v else 'none'})" for ax, v in zip(self.axes, ids, strict=True)
-                 if not v or int(v[0]) != self.start_subject]
+        ids = await self._start_subjects()
+        wrong = [f"{ax.label} ({'none' if v is None else v})" for ax, v in zip(self.axes, ids, strict=True)
+                 if v != self.start_subject]
         if wrong:
             raise CoordError(f"not subscribed to the start subject {self.start_subject} "
                              f"(uavcan.sub.motion_start.id): {', '.join(wrong)}")

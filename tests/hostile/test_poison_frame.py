@@ -13,13 +13,14 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from tests import cyphal_udp as wire
 from tests.hostile.harness import HEARTBEAT_GAP_LIMIT_S, BusObserver, LoggedNode, logged_servo_node, observer, rss_kib
-from tests.procs import base_env, status, wait_for, y
+from tests.procs import RegisterClient, base_env, wait_for, y
 
 NODE = 3713
 OBSERVER = 3990
@@ -114,17 +115,18 @@ def test_poison_frame_leaves_node_responsive(
     index: int, env: dict[str, str], running: tuple[LoggedNode, BusObserver]
 ) -> None:
     node, obs = running
-    with wire.sender() as tx:
+    with wire.sender() as tx, closing(RegisterClient(env, NODE, client_node_id=3804)) as reader:
         rss0 = rss_kib(node.pid)
         with Commander(tx, transfer_id=1) as cmd:
-            wait_for(lambda: status(NODE, env)["servo"]["state"] == "engaged", 60, what="engaged by raw setpoints")
+            engaged = lambda: reader.json("sys.status")["servo"]["state"] == "engaged"  # noqa: E731
+            wait_for(engaged, 60, what="engaged by raw setpoints")
         # The publisher just fell silent; the poison follows at once (as in the reproduction).
         t_poison = time.monotonic()
         tx.send(wire.subject_group(SETPOINT_SUBJECT), [poison(index, subject=SETPOINT_SUBJECT)])
         tx.send(wire.service_group(NODE), [poison(index, service_to=NODE)])
         silent_since = cmd.last_sent
 
-        s = wait_for(lambda: (s := status(NODE, env)["servo"])["state"] == "expired" and s, 30, what="expiry")
+        s = wait_for(lambda: (s := reader.json("sys.status")["servo"])["state"] == "expired" and s, 30, what="expiry")
         assert DEADMAN_S <= s["expired_after_s"] <= DEADMAN_S + 0.1, s  # The node's own measure of the deadman.
         # Register access answers (another client node-ID: the one just used is in its 2 s transfer-ID timeout).
         assert y("r", str(NODE), "servo.deadman_timeout", client_id=3803).strip() == str(DEADMAN_S)

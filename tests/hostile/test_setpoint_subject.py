@@ -15,25 +15,33 @@ from typing import Any
 
 import pytest
 
-from tests.procs import BIN, base_env, popen, read_register, servo_node, wait_for, y
+from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
 
 NODE = 97
 SUBJECT = 3719
 
 
+_observer: list[RegisterClient] = []
+"""The in-process reader of the node under test (observation; commands stay with yakut)."""
+
+
 def counters(env: dict[str, str]) -> dict[str, Any]:
-    return dict(json.loads(read_register(NODE, "sys.counters", env)))
+    return dict(_observer[-1].json("sys.counters"))
 
 
 def motion(env: dict[str, str]) -> dict[str, Any]:
-    return dict(json.loads(read_register(NODE, "sys.motion", env)))
+    return dict(_observer[-1].json("sys.motion"))
 
 
 @pytest.fixture()
 def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     e = base_env(UAVCAN__NODE__ID=str(NODE), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SUBJECT))
     with servo_node(e, tmp_path / "servo.db", NODE):
-        yield e
+        _observer.append(RegisterClient(e, NODE, client_node_id=3723))
+        try:
+            yield e
+        finally:
+            _observer.pop().close()
 
 
 def test_foreign_payloads_move_nothing_and_are_counted(env: dict[str, str]) -> None:

@@ -1,10 +1,11 @@
-"""The ``servo-coord`` command line: options only; the work is in :mod:`._logic`.
+"""The ``servo-coord`` command line: options only; the work is in :mod:`._logic` and :mod:`._path`.
 
 Examples (the bus comes from the standard environment, as for yakut)::
 
     export UAVCAN__UDP__IFACE=127.0.0.1 UAVCAN__NODE__ID=120
     servo-coord move --axis 21:1021:1031 --axis 22:1022:1032 --to 1.5,-0.8 --hold 2
     servo-coord move --axes arm.toml --to 0.3,0.2,-1 --sync time
+    servo-coord path --axes arm.toml --file path.csv
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from ._sync import Sync
 
@@ -47,6 +50,17 @@ def _parser() -> argparse.ArgumentParser:
     mv.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
                     help=f"how far ahead the start message names the start (default {START_LEAD_S:g})")
     mv.add_argument("-v", "--verbose", action="store_true")
+    pa = sub.add_parser("path", help="move several servo nodes through waypoints, each segment a coordinated move")
+    pa.add_argument("--axis", action="append", default=[], metavar="NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT",
+                    help="one servo (repeatable, in the order of the path's columns)")
+    pa.add_argument("--axes", metavar="FILE", help="TOML file of [[axis]] name, node_id, setpoint, dynamics")
+    pa.add_argument("--file", required=True, metavar="CSV",
+                    help="the path: a header (one column per axis, then any of dwell, sync, speed), a row per waypoint")
+    pa.add_argument("--start", type=lambda x: x if x == START_AUTO else int(x), default=START_AUTO,
+                    metavar="SUBJECT", help="the servos' shared motion_start subject (default: read from the axes)")
+    pa.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
+                    help=f"how far ahead the first start message names the start (default {START_LEAD_S:g})")
+    pa.add_argument("-v", "--verbose", action="store_true")
     return ap
 
 
@@ -65,21 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         axes: list[Axis] = (load_axes(args.axes) if args.axes else []) + [parse_axis(a) for a in args.axis]
-        targets = [float(x) for x in args.to.split(",")]
+        work = _move(args, axes) if args.command == "move" else _path(args, axes)
     except (ValueError, OSError) as ex:
         print(f"servo-coord: {ex}", file=sys.stderr)
         return 2
-    if not axes or len(targets) != len(axes):
-        print(f"servo-coord: {len(axes)} axes, {len(targets)} targets: give one target per axis", file=sys.stderr)
-        return 2
-
-    def sent(plan: object) -> None:
-        from ._sync import SyncPlan
-
-        assert isinstance(plan, SyncPlan)
-        if plan.fallback:
-            print(f"phase sync infeasible, using time sync: {plan.fallback}", flush=True)
-        print(f"sent: {plan.summary}", flush=True)
 
     async def run() -> int:
         task = asyncio.current_task()
@@ -90,8 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
                 print(f"start: {coord.start_path}", flush=True)
-                await coord.move(targets, args.sync, args.hold, on_sent=sent,
-                                 on_result=lambda r: print(r.table(), flush=True))
+                await work(coord)
         except asyncio.CancelledError:
             print("servo-coord: SIGTERM: stopped feeding the servos", file=sys.stderr)
         return 0
@@ -103,3 +105,54 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CoordError as ex:
         print(f"servo-coord: {ex}", file=sys.stderr)
         return EXIT_CODE_UNSUCCESSFUL
+
+
+def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Awaitable[Any]]:
+    """``servo-coord move``: one coordinated move, its table, then the hold."""
+    targets = [float(x) for x in args.to.split(",")]
+    if not axes or len(targets) != len(axes):
+        raise ValueError(f"{len(axes)} axes, {len(targets)} targets: give one target per axis")
+
+    def sent(plan: Any) -> None:
+        if plan.fallback:
+            print(f"phase sync infeasible, using time sync: {plan.fallback}", flush=True)
+        print(f"sent: {plan.summary}", flush=True)
+
+    async def work(coord: Any) -> None:
+        await coord.move(targets, args.sync, args.hold, on_sent=sent, on_result=lambda r: print(r.table(), flush=True))
+
+    return work
+
+
+def _path(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Awaitable[Any]]:
+    """``servo-coord path``: the waypoints one segment after the other; a progress line on a terminal, a line per
+    segment otherwise; a line per segment and the total at the end."""
+    from ._path import load_path, run_path
+
+    if not axes:
+        raise ValueError("no axes: give --axes or --axis")
+    waypoints = load_path(args.file, len(axes))
+    tty = sys.stdout.isatty()
+    shown = [0]
+
+    def progress(k: int, elapsed: float, remaining: float) -> None:
+        if tty:
+            print(f"\rwaypoint {k} of {len(waypoints)}, {elapsed:6.2f} s elapsed, {remaining:6.2f} s left ", end="",
+                  flush=True)
+        elif k != shown[0]:
+            shown[0] = k
+            print(f"waypoint {k} of {len(waypoints)}: started {elapsed:.3f} s in", flush=True)
+
+    async def work(coord: Any) -> None:
+        t0 = time.perf_counter()
+        results = await run_path(coord, waypoints, progress)
+        took = time.perf_counter() - t0
+        if tty:
+            print()
+        for r in results:
+            print(r.line(), flush=True)
+        planned = sum(r.segment.duration + w.dwell_s for r, w in zip(results, waypoints, strict=True))
+        print(f"path: {len(results)} waypoints reached in {took:.3f} s; planned segments and dwells {planned:.3f} s",
+              flush=True)
+
+    return work

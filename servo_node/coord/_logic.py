@@ -57,7 +57,7 @@ from cyphal_common.tasks import cancel_and_wait
 from servo_node.setpoint import ProfileLimits
 
 from ._measure import plan_lag, plan_positions, progress_deviation
-from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize
+from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize, time_scaled
 
 NODE_NAME = "io.github.cyphal_servo.coord"
 
@@ -256,6 +256,65 @@ class MoveResult:
 
 def _f32(x: float) -> float:
     return float(np.float32(x))
+
+
+@dataclass(frozen=True)
+class AxesInfo:
+    """What every move of a coordinator needs of its axes: their own limits and arrival tolerances, and how often
+    setpoints are repeated (a quarter of the shortest deadman, at most 0.1 s)."""
+
+    limits: tuple[ProfileLimits, ...]
+    tolerance: tuple[float, ...]
+    repeat_s: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One coordinated move, planned: the sync plan, each axis's motion, the limits on the wire (float32) and the
+    node's predicted duration under them."""
+
+    plan: SyncPlan
+    motions: list[AxisMotion]
+    wire: list[ProfileLimits]
+    predicted: list[float]
+
+    @property
+    def duration(self) -> float:
+        """The longest predicted plan [second]."""
+        return max(self.predicted)
+
+
+def plan_segment(states: Sequence[tuple[float, float, float]], targets: Sequence[float], info: AxesInfo,
+                 sync: Sync | str, held: Collection[int] = (), speed: float = 1.0) -> Segment:
+    """Plan one coordinated move from ``states`` (p, v, a) to ``targets`` (float32 as the wire carries them) under
+    every axis's own limits time-scaled by ``speed`` ∈ (0, 1]. An axis at rest within its arrival tolerance of its
+    target has arrived: held, not synchronised."""
+    limits = [lim if speed == 1.0 else time_scaled(lim, speed) for lim in info.limits]
+    motions = [AxisMotion(p, v, a, _f32(pt), lim) for (p, v, a), pt, lim in zip(states, targets, limits, strict=True)]
+    held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, info.tolerance, strict=True))
+                     if m.at_rest and abs(m.distance) <= tol)}
+    plan = synchronize(motions, sync, held)
+    wire = [wire_limits(ap.limits) for ap in plan.axes]
+    predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
+    return Segment(plan, motions, wire, predicted)
+
+
+def commands(seg: Segment) -> list[Any]:
+    """The ServoCommand of every axis of a planned move."""
+    import zubax.physics.dynamics
+    import zubax.physics.kinematics
+    import zubax.telega
+
+    return [
+        zubax.telega.ServoCommand_1_0(
+            target=zubax.physics.dynamics.DoF2nd_1_0(
+                kinematics=zubax.physics.kinematics.DoF2nd_1_0(position=m.target, velocity=0.0), force=0.0),
+            profile_velocity_reverse_forward=[lim.v_min, lim.v_max],
+            profile_deceleration_acceleration=[lim.a_min, lim.a_max],
+            profile_jerk=lim.j_max,
+        )
+        for m, lim in zip(seg.motions, seg.wire, strict=True)
+    ]
 
 
 def wire_limits(lim: ProfileLimits) -> ProfileLimits:
@@ -464,56 +523,25 @@ class Coordinator:
             synchronisation and the spread (see :func:`~._sync.synchronize`). An axis at rest within its node's
             ``servo.arrival_tolerance`` of its target is held anyway.
         """
-        import zubax.physics.dynamics
-        import zubax.physics.kinematics
-        import zubax.telega
 
         if len(targets) != len(self.axes):
             raise CoordError(f"{len(targets)} targets for {len(self.axes)} axes")
         await self.start()
-        n = len(self.axes)
-        limits = await asyncio.gather(*(self.limits(i) for i in range(n)))
-        deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
-        tolerance = await asyncio.gather(*(self.read_register(i, "servo.arrival_tolerance") for i in range(n)))
-        repeat_s = min(0.1, min(d[0] for d in deadman) / 4.0)
-        await self._check_start_subject()
-        self._start_dynamics()
-        states = await self.states()
-
-        references = await asyncio.gather(*(self.read_register(i, "sys.reference") for i in range(n)))
-
+        axes_info = await self.axes_info()
+        states = await self.start_states()
         t_plan = time.perf_counter()
-        motions = []
-        for (_, p, v, a), pt, lim, ref in zip(states, targets, limits, references, strict=True):
-            if abs(v) < REST_VELOCITY and abs(a) < 100 * REST_VELOCITY:
-                v = a = 0.0
-            if len(ref) == 3 and math.isfinite(ref[0]) and ref[1] == 0.0 and ref[2] == 0.0:
-                p, v, a = ref[0], 0.0, 0.0  # Engaged at rest, it plans from its reference, not the residual off it.
-            motions.append(AxisMotion(p, v, a, _f32(pt), lim))
-        # An axis at rest within its node's arrival tolerance of its target has arrived: held, not synchronised.
-        held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, tolerance, strict=True))
-                         if m.at_rest and abs(m.distance) <= tol[0])}
-        plan = synchronize(motions, sync, held)
-        wire = [wire_limits(ap.limits) for ap in plan.axes]
-        predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
+        seg = plan_segment(states, targets, axes_info, sync, held)
+        plan, motions, wire, predicted = seg.plan, seg.motions, seg.wire, seg.predicted
         planning_s = time.perf_counter() - t_plan
         if plan.fallback:
             _logger.warning("phase sync infeasible, using time sync: %s", plan.fallback)
-        msgs = [
-            zubax.telega.ServoCommand_1_0(
-                target=zubax.physics.dynamics.DoF2nd_1_0(
-                    kinematics=zubax.physics.kinematics.DoF2nd_1_0(position=m.target, velocity=0.0), force=0.0),
-                profile_velocity_reverse_forward=[lim.v_min, lim.v_max],
-                profile_deceleration_acceleration=[lim.a_min, lim.a_max],
-                profile_jerk=lim.j_max,
-            )
-            for m, lim in zip(motions, wire, strict=True)
-        ]
+        msgs = commands(seg)
+        repeat_s = axes_info.repeat_s
         # No receptions during the burst (they would run between its sends on this event loop); recording
         # resumes right after it, before any axis moves far (the axes are at their start before the first sample).
         self._stop_dynamics()
         if record:
-            self._recorders = [_Recorder() for _ in range(n)]
+            self._recorders = [_Recorder() for _ in self.axes]
         sent_at = time.time()
         t_burst = time.perf_counter()
         await self._burst(msgs)
@@ -545,6 +573,30 @@ class Coordinator:
         finally:
             await cancel_and_wait([feeder])  # Re-cancels: pycyphal's send can swallow a cancellation.
         return result
+
+    async def axes_info(self) -> AxesInfo:
+        """What a move needs to know of every axis (read once per move or path), after checking the start subject."""
+        n = len(self.axes)
+        limits = await asyncio.gather(*(self.limits(i) for i in range(n)))
+        deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
+        tolerance = await asyncio.gather(*(self.read_register(i, "servo.arrival_tolerance") for i in range(n)))
+        await self._check_start_subject()
+        return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0))
+
+    async def start_states(self) -> list[tuple[float, float, float]]:
+        """Every axis's (p, v, a) to plan from: measured, snapped to rest below :data:`REST_VELOCITY`, and an
+        engaged axis at rest from its reference (what the node itself plans from, not the residual off it)."""
+        self._start_dynamics()
+        states = await self.states()
+        references = await asyncio.gather(*(self.read_register(i, "sys.reference") for i in range(len(self.axes))))
+        out = []
+        for (_, p, v, a), ref in zip(states, references, strict=True):
+            if abs(v) < REST_VELOCITY and abs(a) < 100 * REST_VELOCITY:
+                v = a = 0.0
+            if len(ref) == 3 and math.isfinite(ref[0]) and ref[1] == 0.0 and ref[2] == 0.0:
+                p, v, a = ref[0], 0.0, 0.0
+            out.append((p, v, a))
+        return out
 
     async def _burst(self, msgs: Sequence[Any]) -> None:
         """Publish one message per axis back to back. Sequential awaits are the shortest burst: measured on
@@ -601,11 +653,18 @@ class Coordinator:
         """With a start subject, publish the start ``start_lead_s`` ahead; returns the lead [second] (0 without)."""
         if self._start_pub is None:
             return 0.0
+        await self.publish_start(self.sync_now() + self.start_lead_s)
+        return self.start_lead_s
+
+    def sync_now(self) -> float:
+        """Now in the nodes' synchronized time (with a start subject) [second]."""
+        return float(self._timesync.now_s())
+
+    async def publish_start(self, at_s: float) -> None:
+        """One start message naming ``at_s`` (synchronized time): every staged setpoint starts then."""
         import uavcan.time
 
-        at_s = self._timesync.now_s() + self.start_lead_s
         await self._start_pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6)))
-        return self.start_lead_s
 
     async def _measure(self, plan: SyncPlan, motions: list[AxisMotion], wire: list[ProfileLimits],
                        predicted: list[float], sent_at: float, burst_s: float, planning_s: float,

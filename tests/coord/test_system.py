@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -268,3 +269,35 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
             assert time.time() - killed < 30.0  # Only guards against a hang; the verdicts are the nodes' own.
         finally:
             rec.close()
+
+
+def test_a_path_of_five_waypoints_on_one_start_each(tmp_path: Path) -> None:
+    """``servo-coord path``: five waypoints over three nodes that share a start subject; every segment straight (or
+    time-synchronised where the row says so), started by one start message staged while the one before ran (no
+    waypoint waited), each reached; a dwell and a speed scale honoured."""
+    bus = _bus()
+    coord_env = _env(bus, UAVCAN__NODE__ID=str(COORD_ID))
+    rows = ["a,b,c,dwell,sync,speed", "1.0,-0.5,1.5,,,", "0.5,0.5,2.0,0.2,,", "-0.5,0.0,1.0,,time,",
+            "0.0,-1.0,0.0,,,0.5", "1.0,1.0,-1.0,,,"]
+    path = tmp_path / "path.csv"
+    path.write_text("\n".join(rows) + "\n")
+    axes = [a for node_id, sp, dyn, *_ in AXES for a in ("--axis", f"{node_id}:{sp}:{dyn}")]
+    with three_servos(bus, tmp_path, start=True) as readers:
+        with popen([*COORD, "path", *axes, "--file", str(path)], coord_env) as proc:
+            out = _read_until(proc, "waypoints reached", timeout=90)
+            assert proc.wait(30) == 0, out
+        print(out)
+        assert f"start: one start message on subject {START}" in out
+        lines = [ln for ln in out.splitlines() if ln.startswith("segment ")]
+        assert len(lines) == 5, out
+        for k, ln in enumerate(lines, start=1):
+            assert ("sync time;" if k == 3 else "sync phase;") in ln, ln
+            assert "waited" not in ln, ln  # Staged while the segment before it ran.
+            spread = float(re.search(r"arrival spread ([\d.]+) ms", ln)[1])  # type: ignore[index]
+            deviation = float(re.search(r"line deviation ([\d.]+) %", ln)[1])  # type: ignore[index]
+            error = float(re.search(r"worst error at its end ([\d.e+-]+)", ln)[1])  # type: ignore[index]
+            assert spread < 5.0, ln
+            assert k == 3 or deviation <= 1.0, ln
+            assert error < 0.02, ln  # At the planned end: the embedded joints' tracking lag (~ms) at low speed.
+        final = [r.json("sys.motion")["meas"][0] for r in readers]
+        assert np.allclose(final, [1.0, 1.0, -1.0], atol=1e-3), final

@@ -55,6 +55,9 @@ def canopen_specs() -> Mapping[str, RegisterSpec]:
 TICK_S = 0.005
 """Period of the housekeeping thread (supervision, heartbeat consumer, event-driven TPDOs, the no-SYNC cycle)."""
 
+NOTIFIER_CYCLE_S = 0.1
+"""Receive-thread poll period of the canopen network (canopen's 1 s default would make every close last 1 s)."""
+
 _SCALED_DEFAULTS = (ob.FOLLOWING_ERROR_WINDOW, ob.POSITION_WINDOW, ob.VELOCITY_WINDOW)
 """Objects whose EDS default is in increments at the default 10000 increments per unit: rescaled to the register."""
 
@@ -141,6 +144,7 @@ class Emulator:
             self.node = DriveNode(self.node_id, od, self.drive)
             node_ref.append(self.node)
             self.network = canopen.Network(open_can_bus(self.iface))
+            self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
             self.network[self.node_id] = self.node
             self.network.connect()
             self.plant.start()

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import can
 import canopen
 
 from cyphal_common.transport import open_can_bus
@@ -118,6 +119,7 @@ class Emulator:
         self.network: canopen.Network | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._bus: can.BusABC | None = None
         self._started = False
 
     def start(self) -> Emulator:
@@ -126,6 +128,7 @@ class Emulator:
             return self
         self._started = True
         try:
+            self._bus = open_can_bus(self.iface)  # First: a bad iface fails before the (possibly slow) warm-up.
             Plant.warm_up(self.params)
             self.plant = Plant(self.params, self._step_rate)
             with ob.eds_path() as eds:
@@ -143,7 +146,7 @@ class Emulator:
             self.drive = Cia402Drive(self.plant, defaults, self._cpu, emcy, self._fault_after)
             self.node = DriveNode(self.node_id, od, self.drive)
             node_ref.append(self.node)
-            self.network = canopen.Network(open_can_bus(self.iface))
+            self.network = canopen.Network(self._bus)
             self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
             self.network[self.node_id] = self.node
             self.network.connect()
@@ -181,7 +184,11 @@ class Emulator:
         if self.network is not None:
             network, self.network = self.network, None
             with contextlib.suppress(Exception):
-                network.disconnect()
+                network.disconnect()  # Shuts the bus down too.
+        elif self._bus is not None:
+            with contextlib.suppress(Exception):
+                self._bus.shutdown()
+        self._bus = None
         if self.plant is not None:
             self.plant.close()
 

@@ -193,6 +193,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _on_nmt(self, can_id: int, data: bytes, timestamp: float) -> None:
         """After canopen's NMT slave took the command: resets boot again; stopped/resets react as a lost link."""
+        if len(data) < 2 or data[1] not in (0, self.id):
+            return  # A command to another node.
         state = self.nmt.state
         if state in ("INITIALISING", "STOPPED"):
             self.drive.connection_ended()
@@ -203,9 +205,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
                 self._pending.clear()
                 self._unsubscribe_all()
                 self._configure_all()
-            self.nmt.start_heartbeat(int(self.sdo[ob.PRODUCER_HEARTBEAT].raw))
-            self.nmt.state = "INITIALISING"
-            self.nmt.state = "PRE-OPERATIONAL"
+            self.nmt.state = "INITIALISING"  # Boot-up message…
+            self.nmt.state = "PRE-OPERATIONAL"  # …and the heartbeat at the power-on 0x1017.
 
     def _on_rpdo(self, m: PdoMap) -> None:
         if not self.operational:

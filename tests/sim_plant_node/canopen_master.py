@@ -49,7 +49,7 @@ class Master:
         self.node.TIMEOUT_SWITCH_STATE_SINGLE = 5.0
         self.node.TIMEOUT_CHECK_TPDO = 2.0
         self.node.TIMEOUT_SWITCH_OP_MODE = 5.0
-        self.node.sdo.RESPONSE_TIMEOUT = 2.0
+        self.node.sdo.RESPONSE_TIMEOUT = 10.0
         self.master_id = master_id
         self.heartbeat: Any = None
         self.samples: list[tuple[float, int, int, int]] = []

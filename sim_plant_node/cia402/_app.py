@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -166,11 +168,14 @@ class Emulator:
     def _housekeeping(self) -> None:
         node = self.node
         assert node is not None
+        logged = -math.inf
         while not self._stop.wait(TICK_S):
             try:
                 node.tick()
-            except Exception:  # A bus error must not silently end supervision: log and keep going.
-                _logger.exception("Housekeeping failed")
+            except Exception:  # A bus error must not silently end supervision: log (at most 1/s) and keep going.
+                if time.monotonic() - logged >= 1.0:
+                    logged = time.monotonic()
+                    _logger.exception("Housekeeping failed")
 
     def close(self) -> None:
         """Stop housekeeping, leave the bus, stop the joint. Idempotent."""

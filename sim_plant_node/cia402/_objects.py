@@ -115,8 +115,7 @@ ALLOWED: dict[int, tuple[int, ...]] = {
 # Emergency error codes (CiA 301 / CiA 402) and error register bits.
 EMCY_OVER_CURRENT = 0x2310  # Continuous over-current (the injected fault).
 EMCY_HEARTBEAT = 0x8130  # Life guard or heartbeat error.
-EMCY_FOLLOWING_ERROR = 0x8611
-ERR_GENERIC, ERR_CURRENT, ERR_COMMUNICATION, ERR_PROFILE = 1 << 0, 1 << 1, 1 << 4, 1 << 5
+ERR_GENERIC, ERR_CURRENT, ERR_COMMUNICATION = 1 << 0, 1 << 1, 1 << 4
 
 
 def eds_path() -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sim_plant_node import main
+from sim_plant_node.cia402 import FAULT_AFTER_ENV
 
 
 @pytest.mark.parametrize(
@@ -27,3 +28,12 @@ def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> N
 def test_bad_iface(iface: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--registry", ":memory:", "--canopen", "5", "--can", iface]) == 2
     assert says in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "soon"])
+def test_bad_fault_injection_value(
+    value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(FAULT_AFTER_ENV, value)
+    assert main(["--registry", ":memory:", "--canopen", "5", "--can", "virtual:cli"]) == 2
+    assert FAULT_AFTER_ENV in capsys.readouterr().err or value == "soon"

@@ -94,20 +94,12 @@ class Master:
         self.samples: list[tuple[float, int, int, int]] = []
         self._lock = threading.Lock()
 
-    def wait_for_drive(self, timeout: float = 60.0) -> None:
-        """Until the drive answers an SDO read (it may still be starting: probe with short SDO timeouts)."""
-        deadline = time.monotonic() + timeout
-        patient, self.node.sdo.RESPONSE_TIMEOUT = self.node.sdo.RESPONSE_TIMEOUT, 0.3
-        try:
-            while True:
-                try:
-                    assert self.node.sdo[0x1000].raw == 0x00020192
-                    return
-                except (canopen.SdoCommunicationError, canopen.SdoAbortedError):
-                    if time.monotonic() > deadline:
-                        raise
-        finally:
-            self.node.sdo.RESPONSE_TIMEOUT = patient
+    def wait_for_drive(self, timeout: float = 60.0, boot: bool = False) -> None:
+        """Check that the drive answers (an SDO read of its device type); with ``boot``, first wait for its boot-up
+        message (a process that is still starting: probing it by SDO would leave late answers behind)."""
+        if boot:
+            self.node.nmt.wait_for_bootup(timeout)
+        assert self.node.sdo[0x1000].raw == 0x00020192
 
     def bring_up(self, period: float = 0.005, heartbeat_ms: int | None = None, consumer_ms: int = 0) -> None:
         """PRE-OPERATIONAL, PDO configuration read back, heartbeats, OPERATIONAL, SYNC and cyclic RPDOs 2 and 3."""

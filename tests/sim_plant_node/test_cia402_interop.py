@@ -25,7 +25,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
         m = Master(iface, NODE_ID)
         try:
             try:
-                m.wait_for_drive(timeout=120.0)
+                m.wait_for_drive(timeout=120.0, boot=True)
             except Exception:
                 pytest.fail(f"the emulator did not answer (exit code {proc.poll()}):\n{log_path.read_text()}")
             m.bring_up(PERIOD)

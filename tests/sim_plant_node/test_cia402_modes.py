@@ -111,18 +111,18 @@ def test_csp_streamed_ramp_follows_with_velocity_feed_forward(master: Master) ->
         t0 = time.monotonic()
         errors: list[float] = []
         node.tpdo[3].add_callback(lambda m: errors.append(m["Following error actual value"].raw / COUNTS))
-        while (now := time.monotonic()) - t0 < 0.6:
+        while (now := time.monotonic()) - t0 < 1.0:
             node.rpdo[2]["Target position"].raw = round((p0 + v * (now - t0)) * COUNTS)
             node.rpdo[2].transmit()
             master.network.sync.transmit()
-            time.sleep(0.02)
+            time.sleep(0.04)
         final = p0 + v * (time.monotonic() - t0)
         velocities = sorted(s[3] / COUNTS for s in master.since(t0 + 0.15))
-        assert abs(velocities[len(velocities) // 2] - v) < 0.01 * v  # Median again, as a loaded host stalls.
-        # Median (a loaded host delays some SYNCs) within 6 ms of motion; without the extrapolation the joint would
-        # lag a whole SYNC period (20 ms), without the velocity feed-forward v / sim.control_p (100 ms).
+        assert abs(velocities[len(velocities) // 2] - v) < 0.03 * v  # Median again, as a loaded host stalls.
+        # Median (a loaded host delays some SYNCs) within 10 ms of motion; a loop pulling toward each target until
+        # the next would lag by the order of the SYNC period (40 ms), one without feed-forward v / sim.control_p.
         late = sorted(abs(e) for e in errors[len(errors) // 4 :])
-        assert len(late) > 10 and late[len(late) // 2] < v * 0.006, late
+        assert len(late) > 10 and late[len(late) // 2] < v * 0.01, late
         node.rpdo[2]["Velocity offset"].raw = 0
         node.rpdo[2]["Target position"].raw = round(final * COUNTS)
         node.rpdo[2].transmit()

@@ -19,7 +19,7 @@ def test_injected_fault_from_the_environment(tmp_path: Path) -> None:
     with emulator_process(SIM_PLANT, iface, NODE_ID, env, tmp_path / "sim_plant.log"):
         master = Master(iface, NODE_ID)
         try:
-            master.wait_for_drive(timeout=120.0)
+            master.wait_for_drive(timeout=120.0, boot=True)
             master.bring_up()
             node = master.node
             node.op_mode = "CYCLIC SYNCHRONOUS VELOCITY"

@@ -131,11 +131,8 @@ def wait_heartbeat(node_id: int, iface: str, timeout: float) -> tuple[Heartbeat 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: exit 0 if the node is alive and well, 1 if not, 2 on bad arguments."""
-    ap = argparse.ArgumentParser(
-        prog="python -m cyphal_common.heartbeat_probe",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = argparse.ArgumentParser(prog="python -m cyphal_common.heartbeat_probe", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--node-id", type=int, default=None, help="default: UAVCAN__NODE__ID")
     ap.add_argument("--iface", default=None, help="local address to listen on; default: UAVCAN__UDP__IFACE")
     ap.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (heartbeats come at 1 Hz)")

@@ -105,10 +105,10 @@ def popen(
         stop(proc)
 
 
-def stop(proc: subprocess.Popen[Any], timeout: float = 10.0) -> str:
-    """End a process (SIGINT, then SIGKILL after ``timeout``) and return what it printed into its pipe."""
+def stop(proc: subprocess.Popen[Any], timeout: float = 10.0, signum: int = signal.SIGINT) -> str:
+    """End a process (``signum``, then SIGKILL after ``timeout``) and return what it printed into its pipe."""
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:

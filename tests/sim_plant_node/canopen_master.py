@@ -22,6 +22,7 @@ from canopen.profiles.p402 import BaseNode402
 
 from cyphal_common.transport import open_can_bus
 from sim_plant_node.cia402 import eds_path
+from tests.procs import start, stop
 
 COUNTS = 10000.0
 """Increments per unit (the default of ``sim.canopen.counts_per_unit``)."""
@@ -36,26 +37,16 @@ def private_udpmc_iface() -> str:
 @contextmanager
 def emulator_process(
     command: list[str], iface: str, node_id: int, env: Mapping[str, str], log_path: Path
-) -> Iterator[subprocess.Popen[bytes]]:
+) -> Iterator[subprocess.Popen[str]]:
     """``sim-plant --canopen`` as a separate process; on exit SIGTERM, which must end it cleanly (status 0, no
     traceback in its output)."""
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [*command, "--registry", ":memory:", "--canopen", str(node_id), "--can", iface],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(env),
-        )
-        try:
-            yield proc
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                code = proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
+    args = [*command, "--registry", ":memory:", "--canopen", str(node_id), "--can", iface]
+    proc = start(args, env, log=log_path)
+    try:
+        yield proc
+    finally:
+        stop(proc, timeout=15, signum=signal.SIGTERM)
+    code = proc.returncode
     text = log_path.read_text()
     assert code == 0, f"the emulator exited with {code}:\n{text}"
     assert "Traceback" not in text, text

@@ -17,7 +17,9 @@ targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and m
 Under ``time`` and ``none`` the deviation is not meant to be small (they are not straight lines); it is shown
 for comparison. Run it in a network namespace of its own (multicast reaches every local listener). Usage:
 ``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6] [--start]`` (moves per
-mode).
+mode). First, without processes, the straight-line table: on random rest-to-rest moves with different limits, how
+often phase sync leaves the straight line (ours: never from rest; Ruckig's: where the limiting axis's profile
+scaled onto another passes its limits) and what the line costs over time sync (``--line-only``).
 """
 
 from __future__ import annotations
@@ -199,6 +201,47 @@ def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
     return "\n".join(lines)
 
 
+def line_table(seed: int, moves: int) -> str:
+    """Phase sync on random rest-to-rest moves of 2–6 axes with different limits, ours against Ruckig's on the
+    same moves: how often each leaves the straight line, and what the straight line costs over time sync."""
+    import ruckig
+
+    from servo_node.coord import AxisMotion, Sync, normalised_progress, synchronize
+    from servo_node.setpoint import ProfileLimits
+
+    rng = random.Random(seed)
+    curved = ours_fallback = 0
+    stretch = []
+    for _ in range(moves):
+        n = rng.choice((2, 3, 4, 6))
+        axes = []
+        for _ in range(n):
+            v, a, j = rng.uniform(0.5, 20.0), rng.uniform(1.0, 100.0), rng.uniform(5.0, 2000.0)
+            p0, d = rng.uniform(-5.0, 5.0), rng.choice((-1.0, 1.0)) * 10 ** rng.uniform(-1.0, 1.3)
+            axes.append(AxisMotion(p0, 0.0, 0.0, p0 + d, ProfileLimits(-v, v, -a, a, j)))
+        sp = synchronize(axes, Sync.PHASE)
+        ours_fallback += sp.used is not Sync.PHASE
+        stretch.append(sp.stretch)
+        otg, inp, traj = ruckig.Ruckig(n), ruckig.InputParameter(n), ruckig.Trajectory(n)
+        inp.current_position, inp.target_position = [ax.p0 for ax in axes], [ax.target for ax in axes]
+        inp.max_velocity = [ax.limits.v_max for ax in axes]
+        inp.max_acceleration = [ax.limits.a_max for ax in axes]
+        inp.max_jerk = [ax.limits.j_max for ax in axes]
+        inp.synchronization = ruckig.Synchronization.Phase
+        otg.calculate(inp, traj)
+        worst = 0.0
+        for t in np.linspace(0.0, traj.duration, 101):
+            pos = traj.at_time(t)[0]
+            s = [normalised_progress(pos[i], ax.p0, ax.target) for i, ax in enumerate(axes)]
+            worst = max(worst, max(s) - min(s))
+        curved += worst > 1e-7
+    st = np.array(stretch)
+    return (f"straight line ({moves} random rest-to-rest moves of 2-6 axes, different limits, seed {seed}): phase "
+            f"sync left the line in {ours_fallback} (ours) vs {curved} (Ruckig's phase sync); "
+            f"line duration over time sync p50 {np.percentile(st, 50):.3f}x, p99 {np.percentile(st, 99):.3f}x, "
+            f"max {st.max():.3f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--moves", type=int, default=50, help="moves per mode and axis count")
@@ -207,7 +250,12 @@ def main() -> None:
                     help="UDP on 127.0.0.1, or CAN FD over a udpmc group")
     ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ 6)")
     ap.add_argument("--start", action="store_true", help="start every move on one start message (motion_start)")
+    ap.add_argument("--line-moves", type=int, default=500, help="random moves of the straight-line table")
+    ap.add_argument("--line-only", action="store_true", help="only the straight-line table (no processes)")
     args = ap.parse_args()
+    print(line_table(args.seed, args.line_moves), flush=True)
+    if args.line_only:
+        return
     counts = [int(x) for x in args.axes.split(",")]
     from servo_node._kernel_cache import invalidate_if_sources_changed
     from servo_node.coord._logic import START_LEAD_S

@@ -74,6 +74,9 @@ class RunReport:
     deviations: list[float] = field(default_factory=list)
     """Reference straight-line deviation of those moves (fraction of the stroke)."""
     fallbacks: int = 0
+    strays: list[float] = field(default_factory=list)
+    """How far the grip point leaves its Cartesian straight segment along each arm segment's joint-space line [m]:
+    the straight lines are in joint space, not in Cartesian space (reported, not hidden)."""
     run_s: float = math.nan
     stacks: list[list[int]] = field(default_factory=list)
 
@@ -88,7 +91,25 @@ class RunReport:
             f"{max(self.placements, default=math.nan) * 1e3:.3f} mm (worst over every arm segment "
             f"{self.worst_fk * 1e3:.3f} mm)",
             spread + (f"; phase sync fell back to time sync {self.fallbacks} times" if self.fallbacks else ""),
+            (f"grip point off its Cartesian straight segment along the joint-space lines over {len(self.strays)} arm "
+             f"segments: median {statistics.median(self.strays) * 1e3:.1f} mm, max {max(self.strays) * 1e3:.1f} mm"
+             if self.strays else "no arm segment"),
         ])
+
+
+def cartesian_stray(arm: ArmGeometry, start: Pose, target: Pose, samples: int = 201) -> float:
+    """Largest distance of the grip point from the Cartesian segment between its start and end, along the straight
+    joint-space line from ``start`` to ``target`` (arm joints) [m]."""
+    a = np.array(forward(arm, (start[0], start[1], start[2], start[3])))
+    b = np.array(forward(arm, (target[0], target[1], target[2], target[3])))
+    ab = b - a
+    worst = 0.0
+    for s in np.linspace(0.0, 1.0, samples):
+        q = [start[k] + s * (target[k] - start[k]) for k in range(4)]
+        x = np.array(forward(arm, (q[0], q[1], q[2], q[3])))
+        u = 0.0 if not ab.any() else float(np.clip(np.dot(x - a, ab) / np.dot(ab, ab), 0.0, 1.0))
+        worst = max(worst, float(np.linalg.norm(x - (a + u * ab))))
+    return worst
 
 
 class ArmRun:
@@ -191,6 +212,8 @@ class ArmRun:
         result: MoveResult = await asyncio.wait_for(done, 30.0)
         if result.rejected:
             raise VerificationError(f"{seg.describe()}: refused by {'; '.join(result.rejected)}")
+        if any(k < 4 for k in moving):
+            report.strays.append(cartesian_stray(self.arm, prev, seg.target))
         if len(moving) >= 2:
             report.spreads.append(result.spread)
             report.deviations.append(result.reference_deviation)

@@ -45,6 +45,9 @@ def test_two_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
     assert all(float(m[5]) <= 1.0 for m in placed)  # The program's FK tolerance (its default, 1 mm).
     assert "final stacks A: [], B: [], C: [1, 0]" in out
     assert "placements verified by FK from measured joints: 3" in out
+    stray = re.search(r"grip point off its Cartesian straight segment along the joint-space lines over (\d+) arm "
+                      r"segments: median ([\d.]+) mm, max ([\d.]+) mm", out)
+    assert stray is not None and int(stray[1]) >= 12 and float(stray[3]) > 0.0, out
     spread = re.search(r"arrival spread over (\d+) coordinated moves: median ([\d.]+) ms, max ([\d.]+) ms", out)
     assert spread is not None and int(spread[1]) > 10
     print(f"ARRIVAL SPREAD: median {spread[2]} ms, max {spread[3]} ms over {spread[1]} moves")

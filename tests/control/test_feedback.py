@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from servo_node._seqlock import begin_write, end_write, read_seqlocked
 from servo_node.control import ControlLoop, Envelope, LoopConfig
-from servo_node.control import _layout as L
 from servo_node.drive import _remote_link as link
 from servo_node.errors import ErrorCode
 from servo_node.setpoint import ProfileLimits, Setpoint
@@ -138,8 +137,11 @@ def assert_in_envelope(d: LyingDrive) -> None:
 
 lies = st.one_of(
     st.builds(Lie, jump=st.floats(-1e6, 1e6)),
-    st.builds(Lie, value=st.sampled_from([math.nan, math.inf, -math.inf, 1e300]),
-              field=st.sampled_from([link.RX_P, link.RX_V, link.RX_F])),  # fmt: skip
+    st.builds(
+        Lie,
+        value=st.sampled_from([math.nan, math.inf, -math.inf, 1e300]),
+        field=st.sampled_from([link.RX_P, link.RX_V, link.RX_F]),
+    ),
     st.builds(Lie, stamp_shift=st.floats(-30.0, 30.0)),
     st.builds(Lie, frozen=st.just(True)),
     st.builds(Lie, silent=st.just(True)),
@@ -205,7 +207,7 @@ def test_nan_feedback_is_a_fault_at_once_and_never_reaches_a_command() -> None:
     assert d.loop.sample().error is ErrorCode.FEEDBACK_NOT_FINITE
     d.run(1.0, Lie(value=math.nan))
     d.run(1.0)
-    peak, error, faults = faulted(d)
+    peak, _, faults = faulted(d)
     after = [v for on, v, _ in d.commands[n:] if on]
     print(f"NaN: peak command {peak:.3f}, {len(after)} commands after it, final {d.p:.3f}, faults {faults}")
     assert all(math.isfinite(v) for v in after) and peak <= V_LIMIT and faults == 1

@@ -609,9 +609,8 @@ class Axis:
         # A follower: its motion is the relation (no setpoint); the lag flag and count, and why it stopped.
         m = MimicSample.read(self.loop.out) if self._loop is not None else None
         reason = self._follower.status_reason(m, state is ServoState.ENGAGED, g.reason)
-        doc = status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s, extra)
-        doc["servo"].update(lag=bool(m.lag) if m else False, lags=m.lag_count if m else 0)
-        return doc
+        extra.update(lag=bool(m.lag) if m else False, lags=m.lag_count if m else 0)
+        return status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s, extra)
 
     def mimic(self) -> dict[str, Any]:
         """``sys.mimic`` (a follower only; see :meth:`~servo_node.mimic.Follower.view`)."""

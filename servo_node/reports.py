@@ -73,7 +73,8 @@ def status_view(
 ) -> dict[str, Any]:
     """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 255 bytes);
     once expired, the last setpoint's age at expiry and the expiry's time on the system clock [second]; ``extra``
-    (the pinned peers, the latest refusal). Too long: the reason is shortened, then the extra words."""
+    (the pinned peers, the latest refusal). Too long: the reason is shortened, then the extra words, then the
+    least needed keys are dropped."""
     servo: dict[str, Any] = {"state": str(state), "error": int(error)}
     if setpoint is not None:
         servo.update(setpoint.summary())
@@ -84,9 +85,13 @@ def status_view(
     servo.update(extra or {})
     servo["reason"] = reason
     doc = {"servo": servo}
-    texts = [k for k, v in servo.items() if isinstance(v, str) and k not in ("state", "reason")]
+    texts = [k for k, v in servo.items() if isinstance(v, str) and k not in ("state", "mode", "reason")]
     while not _fits(doc) and servo["reason"]:
         servo["reason"] = servo["reason"][:-8]  # Shorten the words, never the numbers.
+    for key in ("foreign", "expired_at", "j_lim", "a_lim", "f_lim", "v_lim"):
+        if _fits(doc):
+            break
+        servo.pop(key, None)  # The least needed first; state, error, target and the peers stay.
     for key in texts:
         while not _fits(doc) and servo[key]:
             servo[key] = servo[key][:-8]
@@ -263,7 +268,7 @@ def status_message(
         other=in_error,
     )
     return zubax.service.actuator.Status_1_0(
-        motor_temperature=math.nan, controller_temperature=math.nan, error_count=error_count, fault_flags=flags
+        motor_temperature=math.nan, controller_temperature=math.nan, error_count=_count(error_count), fault_flags=flags
     )
 
 

@@ -60,6 +60,7 @@ class Staging:
         self.staged: Setpoint | None = None
         self._staged_at = -math.inf
         self._staged_by: int | None = None
+        self._staged_first = -math.inf  # The first reception of the staged setpoint (its repeats keep it).
         self._start_at = -math.inf
         self._pending: _Pending | None = None
 
@@ -72,6 +73,8 @@ class Staging:
         if p is not None and source == p.source and at_s <= p.received_at_s:
             self.staged, self._start_at, self._pending = None, p.at_s, None
             return Start(sp, p.at_s, at_s)
+        if sp != self.staged or source != self._staged_by:
+            self._staged_first = at_s  # A repeat keeps its first reception: the one a start must come after.
         self.staged, self._staged_at, self._staged_by = sp, at_s, source
         return None
 
@@ -87,7 +90,7 @@ class Staging:
         sp = self.staged
         if sp is not None and now_s - self._staged_at > self.deadman_s:
             self.staged = sp = None
-        if sp is not None and self._staged_at > now_s:
+        if sp is not None and self._staged_first > now_s:
             return "start received before its setpoint"  # Handled after it, but the setpoint came later.
         if sp is not None and source != self._staged_by:
             return f"start from node {source}: the staged setpoint is node {self._staged_by}'s"

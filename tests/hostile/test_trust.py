@@ -53,7 +53,7 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Peers, Reg
         with servo_node(env, tmp_path_factory.mktemp("trust") / "servo.db", SERVO):
             reader = RegisterClient(env, SERVO, CLIENT)
             try:
-                wait_for(lambda: reader.json("sys.status")["servo"].get("drive") == IDS["drive"], 30, what="pinned")
+                wait_for(lambda: reader.json("sys.status")["servo"]["state"] == "standby", 30, what="the drive heard")
                 yield peers, reader
             finally:
                 reader.close()

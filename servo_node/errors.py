@@ -57,9 +57,9 @@ _TEXT = {
     ErrorCode.STOP_TIMEOUT: "the stop did not reach rest within its bound; braking at zero velocity",
     ErrorCode.NODE_ID_COLLISION: "node-ID collision: another node uses this node-ID",
     ErrorCode.DRIVE_INCAPABLE: "the drive cannot move the joint (no force or a zero envelope)",
-    ErrorCode.FEEDBACK_NOT_FINITE: "drive feedback not finite (NaN/inf); stopping on the last good state",
-    ErrorCode.FEEDBACK_IMPLAUSIBLE: "drive feedback moved faster than the drive can; stopping on the last good state",
-    ErrorCode.FEEDBACK_STAMP: "drive timestamp far from its reception time; stopping on the last good state",
+    ErrorCode.FEEDBACK_NOT_FINITE: "drive feedback not finite (NaN/inf): distrusted, stopping",
+    ErrorCode.FEEDBACK_IMPLAUSIBLE: "drive feedback moved faster than the drive can: distrusted, stopping",
+    ErrorCode.FEEDBACK_STAMP: "drive timestamp far from its reception: distrusted, stopping",
 }
 
 

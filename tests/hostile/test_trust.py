@@ -9,6 +9,7 @@ target), and what the servo reported.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterator
@@ -66,6 +67,12 @@ def servo(reader: RegisterClient) -> dict[str, object]:
     return dict(reader.json("sys.status")["servo"])
 
 
+def events(reader: RegisterClient) -> dict[str, int]:
+    """``sys.events`` (empty where the node has none: the verdicts on motion come first)."""
+    raw = reader.read("sys.events")
+    return dict(json.loads(raw)) if isinstance(raw, str) else {}
+
+
 def move(peers: Peers, target: float, seconds: float) -> None:
     """A coordinated move: the setpoint, its start, and the setpoint kept alive for ``seconds``."""
     peers.setpoint(target)
@@ -77,7 +84,7 @@ def move(peers: Peers, target: float, seconds: float) -> None:
 def report(what: str, peers: Peers, t0: float, target: float, reader: RegisterClient) -> None:
     d = peers.drive
     print(f"\n{what}: peak command {d.peak_since(t0):.3f} (limit {V_LIMIT}), joint {d.p:.3f} (target {target:.3f}),"
-          f" status {servo(reader)}, events {reader.json('sys.events')}, diagnostics {peers.diagnostics_since(t0)}")
+          f" status {servo(reader)}, events {events(reader)}, diagnostics {peers.diagnostics_since(t0)}")
 
 
 def test_1_a_drive_position_jump_is_a_drive_fault_and_commands_stay_bounded(
@@ -99,7 +106,7 @@ def test_1_a_drive_position_jump_is_a_drive_fault_and_commands_stay_bounded(
     report("jump", peers, t0, target, reader)
     assert peers.drive.peak_since(t0) <= V_LIMIT
     assert p0 < peers.drive.p <= target and peers.drive.p - p_jump <= 2.5  # Braked from where it was.
-    assert servo(reader)["error"] == 9 and reader.json("sys.events")["fb_faults"] >= 1
+    assert servo(reader)["error"] == 9 and events(reader)["fb_faults"] >= 1
     assert any("moved faster than the drive can" in r for r in peers.diagnostics_since(t0))
 
 
@@ -111,7 +118,7 @@ def test_2_a_stranger_on_the_drive_subject_is_dropped_counted_and_reported_once(
     peers, reader = bench
     t0, p0 = time.monotonic(), peers.drive.p
     target = p0 + STROKE
-    foreign_before = reader.json("sys.events")["foreign"]
+    foreign_before = events(reader).get("foreign", 0)
     move(peers, target, 0.2)
     peers.stranger_dynamics(2.0, 1.5)
     hold(peers, target, 2.5)
@@ -121,7 +128,7 @@ def test_2_a_stranger_on_the_drive_subject_is_dropped_counted_and_reported_once(
     assert abs(peers.drive.p - target) < 0.01 and peak_p <= target + 0.01
     s = servo(reader)
     assert s["drive"] == IDS["drive"] and s["error"] == 0
-    assert reader.json("sys.events")["foreign"] - foreign_before >= 50
+    assert events(reader)["foreign"] - foreign_before >= 50
     assert len([r for r in peers.diagnostics_since(0.0) if f"node {IDS['stranger']} dropped" in r]) == 1
 
 
@@ -153,7 +160,7 @@ def test_4_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it
     peers, reader = bench
     time.sleep(0.6)  # What the last test left staged is older than the deadman by now: nothing is staged.
     t0, p0 = time.monotonic(), peers.drive.p
-    refused_before = reader.json("sys.events")["starts_refused"]
+    refused_before = events(reader).get("starts_refused", 0)
     target = p0 + STROKE
     peers.start(0.8)  # The coordinator's start, sent before any setpoint...
     time.sleep(0.05)
@@ -168,7 +175,7 @@ def test_4_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it
     hold(peers, target, 0.6)  # Past the early start's lapse (a deadman after its instant).
     moved = abs(peers.drive.p - p0)
     s = servo(reader)
-    refused = reader.json("sys.events")["starts_refused"] - refused_before
+    refused = events(reader).get("starts_refused", 0) - refused_before
     notes = peers.diagnostics_since(t0)
     print(f"\nstarts: joint moved {moved:.3g} while refused; {refused} refused; status {s}; diagnostics {notes}")
     assert moved < 1e-6 and s["state"] != "engaged" and refused >= 12
@@ -188,7 +195,6 @@ def test_5_only_the_pinned_time_master_is_adopted_and_its_clock_step_is_reported
     reported and counted."""
     peers, reader = bench
     t0 = time.monotonic()
-    wait_for(lambda: servo(reader).get("time_master") == IDS["honest"], 10, what="the pinned master adopted")
     target = peers.drive.p + STROKE
     peers.setpoint(target)
     time.sleep(0.05)
@@ -197,15 +203,16 @@ def test_5_only_the_pinned_time_master_is_adopted_and_its_clock_step_is_reported
     hold(peers, target, 0.5)
     t_plan = float(reader.json("sys.motion")["plan"]["t0"])
     hold(peers, target, 1.0)
+    master = servo(reader).get("time_master")
     _shift[0] = ROGUE_AHEAD_S  # The pinned master steps its clock.
     hold(peers, target, 2.0)
-    events = reader.json("sys.events")
+    ev = events(reader)
     notes = peers.diagnostics_since(t0 - 60.0)
-    print(f"\ntime: plan started {t_plan - at:+.4f} s from the start's instant; events {events}; status "
-          f"{servo(reader)}; diagnostics {notes}")
-    assert abs(t_plan - at) < 0.1
+    print(f"\ntime: plan started {t_plan - at:+.4f} s from the start's instant; master {master}; events {ev}; "
+          f"status {servo(reader)}; diagnostics {notes}")
+    assert abs(t_plan - at) < 0.1 and master == IDS["honest"]
     assert any(f"master {IDS['rogue']} ignored" in r for r in notes)
-    assert events["steps"] >= 1 and any("clock stepped" in r for r in peers.diagnostics_since(t0))
+    assert ev["steps"] >= 1 and any("clock stepped" in r for r in peers.diagnostics_since(t0))
 
 
 def test_6_every_report_register_is_valid_json_within_its_string(bench: tuple[Peers, RegisterClient]) -> None:

@@ -75,6 +75,7 @@ class Peers(BusThread):
         self.diagnostics: list[tuple[float, str]] = []
         self._nodes: dict[str, Any] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._masters: list[Any] = []
         self._run(self._open())
 
     async def _open(self) -> None:
@@ -189,7 +190,9 @@ class Peers(BusThread):
         from cyphal_common.timesync import TimeSync
 
         async def run() -> None:
-            TimeSync(self._nodes[role], "master", clock).start()
+            sync = TimeSync(self._nodes[role], "master", clock)
+            sync.start()
+            self._masters.append(sync)  # Held: an unreferenced task may be collected.
 
         self._run(run())
 
@@ -198,6 +201,8 @@ class Peers(BusThread):
             self._loop.call_soon_threadsafe(t.cancel)
 
         async def shut() -> None:
+            for sync in self._masters:
+                sync.close()
             for node in self._nodes.values():
                 node.close()
 

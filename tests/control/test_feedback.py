@@ -166,7 +166,7 @@ def test_whatever_the_feedback_no_command_leaves_the_envelope(
 def faulted(d: LyingDrive) -> tuple[float, ErrorCode, int]:
     s = d.loop.sample()
     peak = max(abs(v) for on, v, _ in d.commands if on)
-    return peak, s.error, s.feedback_faults
+    return peak, s.error, getattr(s, "feedback_faults", 0)  # (getattr: the same numbers from a tree without it)
 
 
 def test_a_position_jump_is_a_fault_and_the_stop_runs_on_the_last_good_state() -> None:
@@ -203,15 +203,14 @@ def test_nan_feedback_is_a_fault_at_once_and_never_reaches_a_command() -> None:
     d.run(0.3)
     n = len(d.commands)
     d.period(Lie(value=math.nan))
-    d.loop.advance(0.0)
-    assert d.loop.sample().error is ErrorCode.FEEDBACK_NOT_FINITE
+    at_once = d.loop.sample().error
     d.run(1.0, Lie(value=math.nan))
     d.run(1.0)
     peak, _, faults = faulted(d)
     after = [v for on, v, _ in d.commands[n:] if on]
     print(f"NaN: peak command {peak:.3f}, {len(after)} commands after it, final {d.p:.3f}, faults {faults}")
     assert all(math.isfinite(v) for v in after) and peak <= V_LIMIT and faults == 1
-    assert not d.loop.sample().engaged
+    assert at_once is ErrorCode.FEEDBACK_NOT_FINITE and not d.loop.sample().engaged
 
 
 def test_a_stale_timestamp_is_a_fault() -> None:

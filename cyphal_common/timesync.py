@@ -6,7 +6,13 @@ A **slave** pairs consecutive messages of one master (consecutive transfer-IDs):
 ``T`` and the reception time ``R`` of the first give a sample ``T − R`` of master clock − own clock (early by the
 one-way latency, which is the same for every follower of the same bus and cancels between them); the estimate
 is the median of the last :data:`WINDOW` samples. Of several masters the one with the lowest node-ID is used,
-as the Specification asks; a master silent for 3 periods is dropped and the offset falls back to 0.
+as the Specification asks, unless one is pinned (``pinned``: only that node is ever adopted, any other is ignored
+and counted); a master silent for 3 periods is dropped and the offset falls back to 0.
+
+What a node depending on the time cannot check, it reports (:meth:`TimeSync.take_notes`, counted in
+:attr:`TimeSync.master_changes` and :attr:`TimeSync.clock_steps`): another master adopted, a foreign master
+ignored (once per node), and an offset sample beyond :data:`STEP_BOUND_S` of both the estimate and the sample
+before it (the master's clock stepped, reported once; the median follows it within half the window).
 
 Synchronized time is the system clock (``time.time``) plus :attr:`TimeSync.offset_s`: a node's own clock when it
 is the master, when sync is off, or when no master is heard. Nodes on one host share the system clock already.
@@ -40,6 +46,12 @@ WINDOW = 8
 MODES = ("off", "master", "slave")
 """``off``: own clock; ``master``: publish own clock; ``slave``: adopt the lowest-node-ID master heard."""
 
+STEP_BOUND_S = 0.05
+"""An offset sample this far from the estimate is a step of the master's clock (reported) [second]."""
+
+SOURCES_MAX = 64
+"""Foreign masters remembered (reported once each)."""
+
 _SUBJECT_ID = 7168
 _logger = logging.getLogger(__name__)
 _instances: weakref.WeakKeyDictionary[pycyphal.application.Node, TimeSync] = weakref.WeakKeyDictionary()
@@ -51,7 +63,13 @@ class TimeSync:
     :param clock: the node's own clock [second] (``time.time``; tests inject a skewed one).
     """
 
-    def __init__(self, node: pycyphal.application.Node, mode: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        node: pycyphal.application.Node,
+        mode: str,
+        clock: Callable[[], float] = time.time,
+        pinned: int | None = None,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"time sync mode must be one of {MODES}, not {mode!r}")
         self.mode = mode
@@ -67,13 +85,23 @@ class TimeSync:
         self._sub: pycyphal.presentation.Subscriber[Any] | None = None
         self._session: pycyphal.transport.OutputSession | None = None
         self._tx_s = 0.0  # master: transmission time of the previous message [own clock]
+        self.pinned = pinned
+        """The only master adopted (None: the lowest node-ID heard)."""
+        self.master_changes = 0
+        """Masters adopted in place of another one (not the first)."""
+        self.clock_steps = 0
+        """Offset samples beyond :data:`STEP_BOUND_S` of the estimate."""
+        self.foreign_masters = 0
+        """Synchronization messages ignored: not from the pinned master."""
+        self._foreign: set[int] = set()
+        self._notes: list[str] = []
 
     @staticmethod
-    def of(node: pycyphal.application.Node, mode: str) -> TimeSync:
+    def of(node: pycyphal.application.Node, mode: str, pinned: int | None = None) -> TimeSync:
         """The node's instance (created on the first call, started and closed with the node's lifetime hooks)."""
         inst = _instances.get(node)
         if inst is None:
-            inst = _instances[node] = TimeSync(node, mode)
+            inst = _instances[node] = TimeSync(node, mode, pinned=pinned)
             node.add_lifetime_hooks(inst.start, inst.close)
         return inst
 
@@ -149,11 +177,19 @@ class TimeSync:
         if src is None or src == self._node.id:
             return
         now_mono = time.monotonic()
+        if self.pinned is not None and src != self.pinned:
+            self.foreign_masters += 1
+            if src not in self._foreign and len(self._foreign) < SOURCES_MAX:
+                self._foreign.add(src)
+                self._notes.append(f"time sync: master {src} ignored (pinned master: {self.pinned})")
+            return
         current = self.master_node_id
         if current is not None and src != current:
             if src > current and now_mono - self._master_heard_at <= TIMEOUT_S:
                 return  # A master with a higher node-ID while ours is alive: ignored.
             _logger.info("Time sync: master %s (was %s)", src, current)
+            self.master_changes += 1
+            self._notes.append(f"time sync: master {src} adopted (was {current})")
             self._samples.clear()
             self._last = None
         self.master_node_id = src
@@ -163,9 +199,18 @@ class TimeSync:
         prev_tx_us = int(msg.previous_transmission_timestamp_microsecond)
         last = self._last
         if last is not None and last[0] == src and meta.transfer_id == last[1] + 1 and prev_tx_us > 0:
-            self._samples.append(prev_tx_us * 1e-6 - last[2])
+            sample = prev_tx_us * 1e-6 - last[2]
+            if self._samples and min(abs(sample - self._offset_s), abs(sample - self._samples[-1])) > STEP_BOUND_S:
+                self.clock_steps += 1
+                self._notes.append(f"time sync: master {src} clock stepped by {sample - self._offset_s:+.3f} s")
+            self._samples.append(sample)
             self._offset_s = statistics.median(self._samples)
         self._last = (src, meta.transfer_id, rx_own)
+
+    def take_notes(self) -> list[str]:
+        """What to report since the last call: master changes, clock steps, foreign masters (once each)."""
+        notes, self._notes = self._notes, []
+        return notes
 
     def report(self) -> dict[str, Any]:
         """For a JSON register: mode, master node-ID, offset [ms]."""

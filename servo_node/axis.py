@@ -48,11 +48,13 @@ from .drive import Drive
 from .errors import ConfigurationError, ErrorCode, ServoError
 from .intake import Received, SetpointIntake, SetpointPort, decode_setpoint, reception_time_s
 from .mimic import Follower
-from .registers import ServoRegistry
+from .registers import NODE_ANY, ServoRegistry
 from .reports import (
     AxisCounters,
+    EventCounts,
     counters_view,
     dynamics_message,
+    events_view,
     feedback_message,
     json_register,
     motion_view,
@@ -149,6 +151,7 @@ class Axis:
         self.registers.serve("sys.motion", json_register(self.motion))
         self.registers.serve("sys.reference", real64_register(self.reference))
         self.registers.serve("sys.counters", json_register(self.counts))
+        self.registers.serve("sys.events", json_register(self.events))
         self.registers.serve("sys.last_rejection", text_register(lambda: self.counters.last_rejection))
         self._loop: ControlLoop | None = None
         self._drive: Drive | None = None
@@ -162,7 +165,8 @@ class Axis:
         self._seen_error_count = 0
         self._state = self.gate.update(self.now())
         self._feedback_due = asyncio.Event()
-        self._timesync = TimeSync.of(node, registry.text("servo.time_sync"))
+        master = int(registry.real("servo.time_sync.master_node_id"))
+        self._timesync = TimeSync.of(node, registry.text("servo.time_sync"), None if master == NODE_ANY else master)
         self._follower = Follower.create(
             node, names, self.registers, self._timesync, loop_clock == "real", diagnostics
         )
@@ -319,7 +323,7 @@ class Axis:
                             self._intake.reject(decoded)
                             continue
                         at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(transfer)
-                        newest = self._intake.accept(decoded, at_s) or newest
+                        newest = self._intake.accept(decoded, at_s, transfer.source_node_id) or newest
                     if newest is not None:
                         self.apply(newest)
                     self._watch_publishers(port.publishers(time.monotonic()))
@@ -363,7 +367,7 @@ class Axis:
             at_s = self.now() + (at_sync_s - time.time())
         else:
             at_s = at_sync_s - system_minus_monotonic_s()
-        self.start_staged(at_s, received_at_s)
+        self.start_staged(at_s, received_at_s, meta.source_node_id)
 
     def apply(self, received: Received) -> bool:
         """The one place where a setpoint commands the loop; returns True if it was applied (counted either way).
@@ -376,7 +380,7 @@ class Axis:
             return self._command(sp, rx, rx)
         # Only a command in force is active: after an expiry or a stop even the same setpoint waits for a start.
         active = self._setpoint if self.gate.update(self.now()) is ServoState.ENGAGED else None
-        got = self._staging.offer(sp, rx, active)
+        got = self._staging.offer(sp, rx, active, received.source)
         if got is None:
             self.counters.setpoints_staged += 1
             return False
@@ -385,13 +389,13 @@ class Axis:
             return self._command_start(got)
         return self._command(sp, rx, got)
 
-    def start_staged(self, at_s: float, received_at_s: float) -> bool:
-        """A start message for ``at_s`` (loop clock), received at ``received_at_s``: apply the staged setpoint with
-        its plan starting at ``at_s``; returns True if it was applied. A refusal is counted and reported once per
-        reason."""
+    def start_staged(self, at_s: float, received_at_s: float, source: int | None) -> bool:
+        """A start message from node ``source`` for ``at_s`` (loop clock), received at ``received_at_s``: apply the
+        staged setpoint with its plan starting at ``at_s``; returns True if it was applied. A refusal is counted and
+        reported once per reason (``sys.status`` ``refused`` shows the latest)."""
         if self._staging is None:
             return False
-        started = self._staging.start(at_s, received_at_s)
+        started = self._staging.start(at_s, received_at_s, source)
         if started is None:
             return False  # It waits for its setpoint (which left before it, on another subject).
         if isinstance(started, str):
@@ -410,6 +414,7 @@ class Axis:
     def _refuse_start(self, reason: str) -> None:
         """Count a start that applied nothing; report it once per reason."""
         self.counters.starts_refused += 1
+        self.counters.last_refusal = f"start: {reason}"
         if reason != self._reported_start_refusal:
             self._reported_start_refusal = reason
             self._diag.report(f"{self.names.label}start refused: {reason}")
@@ -463,9 +468,10 @@ class Axis:
             self._feedback_due.set()
 
     def _loop_refuses_motion(self) -> bool:
-        """The drive is silent, or a stop is still braking past its bound: the loop refuses motion until that clears
-        (so the gate must not report ENGAGED for a setpoint the loop drops)."""
-        return self.loop.sample().error in (ErrorCode.DRIVE_LOST, ErrorCode.STOP_TIMEOUT)
+        """The drive is silent or its feedback distrusted, or a stop is still braking past its bound: the loop
+        refuses motion until that clears (so the gate must not report ENGAGED for a setpoint the loop drops)."""
+        s = self.loop.sample()
+        return s.error in (ErrorCode.DRIVE_LOST, ErrorCode.STOP_TIMEOUT) or s.feedback_distrusted != 0
 
     def _error_persists(self, sp: Setpoint) -> bool:
         """True if this setpoint cannot end the error: the loop would refuse it, or it is the one that failed."""
@@ -499,6 +505,7 @@ class Axis:
                 self._diag.report(f"{self.names.label}drive feedback restored", Severity.INFO)
         if self._follower is not None:
             self._follower.supervise(now)
+        self._report_peers()
         if self._staging is not None and (lapsed := self._staging.lapsed(now)) is not None:
             self._refuse_start(lapsed)
         state = gate.update(now)
@@ -509,6 +516,16 @@ class Axis:
             self._state = state
             self._feedback_due.set()
         return s
+
+    def _report_peers(self) -> None:
+        """What the pinned peers' guards noticed: the drive's (always), the time master's (node-wide, while a
+        follower or a staged start depends on synchronized time)."""
+        for note in self._drive.take_notes() if self._drive is not None else []:
+            self._diag.report(f"{self.names.label}{note}")
+        notes = self._timesync.take_notes()
+        if self._follower is not None or self._staging is not None:
+            for note in notes:
+                self._diag.report(note)
 
     async def _supervise_task(self) -> None:
         """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at
@@ -582,14 +599,18 @@ class Axis:
         if s is not None and expired and self.loop_clock == "real":
             expired_at_s = system_minus_monotonic_s() + s.expired_at_s  # The loop's clock is time.monotonic.
         state = g.update(self.now())
+        extra: dict[str, Any] = dict(self._drive.peers()) if self._drive is not None else {}
+        if self._timesync.pinned is not None or self._timesync.master_node_id is not None:
+            extra["time_master"] = self._timesync.master_node_id
+        if self.counters.last_refusal:
+            extra["refused"] = self.counters.last_refusal
         if self._follower is None:
-            return status_view(state, g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s)
+            return status_view(state, g.reason, g.error_code, self._setpoint, expired_after_s, expired_at_s, extra)
         # A follower: its motion is the relation (no setpoint); the lag flag and count, and why it stopped.
         m = MimicSample.read(self.loop.out) if self._loop is not None else None
         reason = self._follower.status_reason(m, state is ServoState.ENGAGED, g.reason)
-        doc = status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s)
-        doc["servo"].update(lag=bool(m.lag) if m else False, lags=m.lag_count if m else 0)
-        return doc
+        extra.update(lag=bool(m.lag) if m else False, lags=m.lag_count if m else 0)
+        return status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s, extra)
 
     def mimic(self) -> dict[str, Any]:
         """``sys.mimic`` (a follower only; see :meth:`~servo_node.mimic.Follower.view`)."""
@@ -613,9 +634,21 @@ class Axis:
 
     def counts(self) -> dict[str, Any]:
         """``sys.counters`` (see :func:`~servo_node.reports.counters_view`)."""
-        loop_errors = self._last_sample.error_count if self._last_sample is not None else 0
-        uptime_s = time.monotonic() - self._started_at_s
-        return counters_view(self.counters, self._registry.refused_writes, self._restarts(), loop_errors, uptime_s)
+        return counters_view(self.counters, self._registry.refused_writes, self._restarts())
+
+    def events(self) -> dict[str, Any]:
+        """``sys.events`` (see :func:`~servo_node.reports.events_view`)."""
+        s, ts = self._last_sample, self._timesync
+        drive = self._drive.peers() if self._drive is not None else {}
+        e = EventCounts(
+            loop_errors=s.error_count if s is not None else 0,
+            feedback_faults=s.feedback_faults if s is not None else 0,
+            commands_clipped=s.commands_clipped if s is not None else 0,
+            foreign_drive=int(drive.get("foreign", 0)),
+            master_changes=ts.master_changes,
+            clock_steps=ts.clock_steps,
+        )
+        return events_view(self.counters, e, time.monotonic() - self._started_at_s)
 
 
 def stop_deadline_s(s: LoopSample, config: LoopConfig) -> float:

@@ -30,6 +30,17 @@ class ErrorCode(enum.IntEnum):
     """Another node sends heartbeats with this node's ID; the servo refuses to actuate."""
     DRIVE_INCAPABLE = 7
     """The drive cannot move the joint as configured (no force, or an envelope of zero)."""
+    FEEDBACK_NOT_FINITE = 8
+    """The drive reported NaN or infinity: distrusted, the stop runs on the last good state."""
+    FEEDBACK_IMPLAUSIBLE = 9
+    """The drive's feedback moved faster than the drive can (a position step beyond v·Δt plus a margin)."""
+    FEEDBACK_STAMP = 10
+    """The drive's timestamp jumped against its reception time (a restarted drive, a stepped clock)."""
+
+    @property
+    def feedback(self) -> bool:
+        """True for a fault of the drive's feedback (the loop distrusts it and stops on the last good state)."""
+        return self in (ErrorCode.FEEDBACK_NOT_FINITE, ErrorCode.FEEDBACK_IMPLAUSIBLE, ErrorCode.FEEDBACK_STAMP)
 
     @property
     def text(self) -> str:
@@ -46,6 +57,9 @@ _TEXT = {
     ErrorCode.STOP_TIMEOUT: "the stop did not reach rest within its bound; braking at zero velocity",
     ErrorCode.NODE_ID_COLLISION: "node-ID collision: another node uses this node-ID",
     ErrorCode.DRIVE_INCAPABLE: "the drive cannot move the joint (no force or a zero envelope)",
+    ErrorCode.FEEDBACK_NOT_FINITE: "drive feedback not finite (NaN/inf): distrusted, stopping",
+    ErrorCode.FEEDBACK_IMPLAUSIBLE: "drive feedback moved faster than the drive can: distrusted, stopping",
+    ErrorCode.FEEDBACK_STAMP: "drive timestamp far from its reception: distrusted, stopping",
 }
 
 

@@ -25,10 +25,12 @@ from .setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payl
 
 @dataclass(frozen=True)
 class Received:
-    """A valid setpoint and when it arrived [second, on the axis's clock]."""
+    """A valid setpoint, when it arrived [second, on the axis's clock] and from which node."""
 
     setpoint: Setpoint
     received_at_s: float
+    source: int | None = None
+    """The publisher's node-ID (None: anonymous, or not from the bus)."""
 
 
 def reception_time_s(meta: pycyphal.transport.TransferFrom) -> float:
@@ -49,7 +51,9 @@ class SetpointIntake:
         self.fault = ""
         """Non-empty: the axis cannot actuate (its configuration); every setpoint is refused with this reason."""
 
-    def accept(self, msg: zubax.telega.ServoCommand_1_0, received_at_s: float) -> Received | None:
+    def accept(
+        self, msg: zubax.telega.ServoCommand_1_0, received_at_s: float, source: int | None = None
+    ) -> Received | None:
         """The setpoint in ``msg``, or None if it is rejected (counted; reported when the reason changes)."""
         reg = self._reg
         v_lim = reg.reals("servo.profile.velocity")
@@ -74,7 +78,7 @@ class SetpointIntake:
             self.reject(self.fault)
             return None
         self._reported_rejection = ""
-        return Received(result, received_at_s)
+        return Received(result, received_at_s, source)
 
     def reject(self, reason: str) -> None:
         """Count a rejected setpoint; report it when the reason changes (one report per kind of bad input)."""

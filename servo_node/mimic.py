@@ -38,7 +38,7 @@ from .control import _layout as L
 from .diagnostics import Diagnostics, Severity
 from .intake import PUBLISHER_WINDOW_S, reception_time_s
 from .registers import LEADER_ANY
-from .reports import REGISTER_STRING_MAX, AxisCounters
+from .reports import COUNT_MAX, REGISTER_STRING_MAX, AxisCounters
 from .setpoint import ProfileLimits, Setpoint
 
 LEADER_STATE_TIMEOUT_S = 3.0
@@ -283,16 +283,16 @@ class Follower:
             "target": _r(s.target),
             "err": _r(s.error, 3),
             "lag": s.lag,
-            "lags": s.lag_count,
+            "lags": min(s.lag_count, COUNT_MAX),
             "age_ms": _r(1e3 * s.leader_age_s, 3),
             "extrap_ms": _r(1e3 * s.extrapolated_s, 3),
             "comp": self.compensate,
             "sync_ms": _r(1e3 * self._clock.offset_s, 4),
             "stop": s.stop_reason.split(":")[0],
             "stop_lat_ms": _r(1e3 * s.stop_latency_s, 3),
-            "ignored_sp": ignored_setpoints,
-            "sources": self.sources,
-            "foreign": self.foreign_samples,
+            "ignored_sp": min(ignored_setpoints, COUNT_MAX),
+            "sources": min(self.sources, COUNT_MAX),
+            "foreign": min(self.foreign_samples, COUNT_MAX),
         }
         if self.fault:
             doc["fault"] = self.fault[:60]

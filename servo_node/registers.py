@@ -26,6 +26,10 @@ Register                               Type          Default             Meaning
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
 ``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
 ``servo.drive.feedback_timeout``       real32        0.5                 remote drive silence that is an error [second]
+``servo.drive.node_id``                natural16     65535               udral backend: the drive's node-ID; messages
+                                                                         on its subjects from any other node are
+                                                                         dropped (counted, reported once per source);
+                                                                         65535: pin the first drive that answers
 ``servo.drive.compensation``           string        "predict"           udral backend: ``predict`` (feed-forward over
                                                                          the interval each command is held at the
                                                                          drive, feedback on the position predicted
@@ -65,6 +69,9 @@ Register                               Type          Default             Meaning
 ``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
                                                                          uavcan.time.Synchronization master if one
                                                                          is heard), ``master``, or ``off``
+``servo.time_sync.master_node_id``     natural16     65535               node-wide: the only time master adopted;
+                                                                         65535: the Cyphal rule (the lowest node-ID
+                                                                         heard wins)
 ``sim.*``                              (real64)      (JointParams)       the embedded joint (``sim`` backend): every
                                                                          register of
                                                                          :mod:`cyphal_common.joint_registers`, the
@@ -114,7 +121,11 @@ def _axis_list(v: ValueProxy) -> str | None:
     return None if ok and len(set(words)) == len(words) else "must be distinct names [a-z][a-z0-9_]*, not reserved"
 
 
-LEADER_ANY = 0xFFFF
+NODE_ANY = 0xFFFF
+"""A node-ID register that pins no node in advance (the drive, the leader: the first to answer; the time master:
+the Cyphal rule)."""
+
+LEADER_ANY = NODE_ANY
 """``servo.mimic.leader_node_id`` that pins no node: the sender of the first leader sample is the leader."""
 
 PORTS: Mapping[str, str] = {
@@ -135,6 +146,7 @@ PORTS: Mapping[str, str] = {
 
 _POSITIVE = scalar(lambda x: x > 0, "> 0")
 _NONNEGATIVE = scalar(lambda x: x >= 0, ">= 0")
+_NODE_ID_OR_ANY = scalar(lambda x: x == int(x) and 0 <= x <= NODE_ANY, f"a node-ID, or {NODE_ANY} (any)")
 _ZERO_OR_SANE = scalar(lambda x: x == 0 or 1e-3 <= x <= 1e9, "0 (derived) or in [1e-3, 1e9]")
 
 SPECS: Mapping[str, RegisterSpec] = {
@@ -155,6 +167,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
     "servo.drive.feedback_timeout": RegisterSpec(real32(0.5), _POSITIVE),
     "servo.drive.compensation": RegisterSpec(string("predict"), choice("predict", "off")),
+    "servo.drive.node_id": RegisterSpec(natural16(NODE_ANY), _NODE_ID_OR_ANY),
     "servo.control.velocity_gain": RegisterSpec(real32(0), _NONNEGATIVE),
     "servo.control.torque_gains": RegisterSpec(real32(36, 12), pair(lambda a, b: a >= 0 and b >= 0, ">= 0")),
     "servo.control.inertia": RegisterSpec(real32(0), _NONNEGATIVE),
@@ -179,6 +192,7 @@ SPECS: Mapping[str, RegisterSpec] = {
         scalar(lambda x: x == int(x) and 0 <= x <= LEADER_ANY, f"a node-ID, or {LEADER_ANY} (the first sender)"),
     ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
+    "servo.time_sync.master_node_id": RegisterSpec(natural16(NODE_ANY), _NODE_ID_OR_ANY),
     "servo.axes": RegisterSpec(string(""), _axis_list),
     **JOINT_SPECS,
 }

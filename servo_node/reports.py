@@ -53,7 +53,10 @@ class AxisCounters:
     starts: int = 0
     """Start messages that applied a staged setpoint."""
     starts_refused: int = 0
-    """Start messages that applied nothing (no staged setpoint, too old, too far ahead)."""
+    """Start messages that applied nothing (no staged setpoint, too old, too far ahead, not from the setpoint's
+    publisher, sent before it)."""
+    last_refusal: str = ""
+    """The latest refused message that is no setpoint (a start), with its reason; ``sys.status`` ``refused``."""
     last_rejection: str = ""
     last_rejection_at: float = -math.inf
     """When [second, time.monotonic] the last setpoint was rejected."""
@@ -66,9 +69,12 @@ def status_view(
     setpoint: Setpoint | None,
     expired_after_s: float,
     expired_at_s: float = math.nan,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 256 bytes);
-    once expired, the last setpoint's age at expiry and the expiry's time on the system clock [second]."""
+    """``sys.status``: the servo's state, active target and limits, last error code and reason (≤ 255 bytes);
+    once expired, the last setpoint's age at expiry and the expiry's time on the system clock [second]; ``extra``
+    (the pinned peers, the latest refusal). Too long: the reason is shortened, then the extra words, then the
+    least needed keys are dropped."""
     servo: dict[str, Any] = {"state": str(state), "error": int(error)}
     if setpoint is not None:
         servo.update(setpoint.summary())
@@ -76,10 +82,19 @@ def status_view(
         servo["expired_after_s"] = round(expired_after_s, 4)
         if math.isfinite(expired_at_s):
             servo["expired_at"] = round(expired_at_s, 4)
+    servo.update(extra or {})
     servo["reason"] = reason
     doc = {"servo": servo}
-    while len(json.dumps(doc, separators=(",", ":")).encode()) > REGISTER_STRING_MAX and servo["reason"]:
+    texts = [k for k, v in servo.items() if isinstance(v, str) and k not in ("state", "mode", "reason")]
+    while not _fits(doc) and servo["reason"]:
         servo["reason"] = servo["reason"][:-8]  # Shorten the words, never the numbers.
+    for key in ("foreign", "expired_at", "j_lim", "a_lim", "f_lim", "v_lim"):
+        if _fits(doc):
+            break
+        servo.pop(key, None)  # The least needed first; state, error, target and the peers stay.
+    for key in texts:
+        while not _fits(doc) and servo[key]:
+            servo[key] = servo[key][:-8]
     return doc
 
 
@@ -127,27 +142,62 @@ def _fits(doc: dict[str, Any]) -> bool:
     return len(json.dumps(doc, separators=(",", ":")).encode()) <= REGISTER_STRING_MAX
 
 
-def counters_view(
-    c: AxisCounters, refused_writes: int, restarts: int, loop_errors: int, uptime_s: float
-) -> dict[str, Any]:
-    """``sys.counters``: event counts since the process started."""
+COUNT_MAX = 2**32 - 1
+"""Counts are reported up to this (saturated beyond): the largest that every counter register is sized for."""
+
+
+def _count(n: int) -> int:
+    return min(int(n), COUNT_MAX)
+
+
+def counters_view(c: AxisCounters, refused_writes: int, restarts: int) -> dict[str, Any]:
+    """``sys.counters``: setpoint intake counts since the process started, refused register writes, restarts
+    (≤ 255 bytes with every count at :data:`COUNT_MAX`)."""
     return {
-        "accepted": c.setpoints_accepted,
-        "rejected": c.setpoints_rejected,
-        "ignored_unarmed": c.setpoints_ignored_unarmed,
-        "ignored_error": c.setpoints_ignored_error,
-        "bad_payload": c.setpoints_bad_payload,
-        "coalesced": c.setpoints_coalesced,
-        "publishers": c.setpoint_publishers,
-        "ignored_mimic": c.setpoints_ignored_mimic,
-        "staged": c.setpoints_staged,
-        "starts": c.starts,
-        "starts_refused": c.starts_refused,
-        "refused_writes": refused_writes,
-        "dropped_frames": dropped_frames(),
-        "restarts": restarts,
-        "loop_errors": loop_errors,
-        "uptime_s": round(uptime_s, 1),
+        "accepted": _count(c.setpoints_accepted),
+        "rejected": _count(c.setpoints_rejected),
+        "ignored_unarmed": _count(c.setpoints_ignored_unarmed),
+        "ignored_error": _count(c.setpoints_ignored_error),
+        "bad_payload": _count(c.setpoints_bad_payload),
+        "coalesced": _count(c.setpoints_coalesced),
+        "publishers": _count(c.setpoint_publishers),
+        "ignored_mimic": _count(c.setpoints_ignored_mimic),
+        "refused_writes": _count(refused_writes),
+        "restarts": _count(restarts),
+    }
+
+
+@dataclass(frozen=True)
+class EventCounts:
+    """What ``sys.events`` counts besides the axis's :class:`AxisCounters`."""
+
+    loop_errors: int = 0
+    feedback_faults: int = 0
+    commands_clipped: int = 0
+    foreign_drive: int = 0
+    """Messages on the drive's subjects from other nodes than the pinned drive (dropped)."""
+    master_changes: int = 0
+    """Time masters adopted after the first (:mod:`cyphal_common.timesync`)."""
+    clock_steps: int = 0
+    """Steps of the time master's clock beyond its bound."""
+
+
+def events_view(c: AxisCounters, e: EventCounts, uptime_s: float) -> dict[str, Any]:
+    """``sys.events``: the coordinated start, frames dropped by the reassembly guard, loop errors, feedback faults,
+    clipped drive commands, dropped messages of foreign drives, time master changes and clock steps, uptime
+    (≤ 255 bytes with every count at :data:`COUNT_MAX`)."""
+    return {
+        "staged": _count(c.setpoints_staged),
+        "starts": _count(c.starts),
+        "starts_refused": _count(c.starts_refused),
+        "dropped_frames": _count(dropped_frames()),
+        "loop_errors": _count(e.loop_errors),
+        "fb_faults": _count(e.feedback_faults),
+        "clipped": _count(e.commands_clipped),
+        "foreign": _count(e.foreign_drive),
+        "masters": _count(e.master_changes),
+        "steps": _count(e.clock_steps),
+        "uptime_s": min(round(uptime_s), COUNT_MAX),
     }
 
 
@@ -171,10 +221,24 @@ def json_register(view: Callable[[], dict[str, Any]]) -> Callable[[], register.V
     """A read-only register getter serving ``view()`` as compact JSON."""
 
     def get() -> register.Value:
-        text = json.dumps(view(), separators=(",", ":")).encode()[:REGISTER_STRING_MAX]
-        return register.Value(string=register.String(text))
+        return register.Value(string=register.String(fit_json(view())))
 
     return get
+
+
+def fit_json(doc: dict[str, Any]) -> bytes:
+    """Compact JSON of ``doc`` within a register string, always valid: a view that still comes out too long loses
+    its last keys (``"cut": true`` says so) rather than being cut mid-value."""
+    text = json.dumps(doc, separators=(",", ":")).encode()
+    if len(text) <= REGISTER_STRING_MAX:
+        return text
+    items = list(doc.items())
+    while items:
+        items.pop()
+        text = json.dumps({**dict(items), "cut": True}, separators=(",", ":")).encode()
+        if len(text) <= REGISTER_STRING_MAX:
+            return text
+    return b'{"cut":true}'
 
 
 def text_register(text: Callable[[], str]) -> Callable[[], register.Value]:
@@ -204,7 +268,7 @@ def status_message(
         other=in_error,
     )
     return zubax.service.actuator.Status_1_0(
-        motor_temperature=math.nan, controller_temperature=math.nan, error_count=error_count, fault_flags=flags
+        motor_temperature=math.nan, controller_temperature=math.nan, error_count=_count(error_count), fault_flags=flags
     )
 
 

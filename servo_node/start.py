@@ -9,10 +9,13 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
   it does not move the joint, refresh the arming gate or the deadman. The active command stays in force and
   expires by its own deadman if no start follows.
 - A start applies the staged setpoint if it is younger than the deadman and the start lies within
-  [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason. A start that arrives before
-  the setpoint it starts (the two travel on different subjects and are handled by different tasks: their order
-  is not kept) waits for a setpoint received by its instant; if none is, it lapses (refused, once the deadman
-  has passed after its instant).
+  [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason.
+- A start is obeyed only from the node that published the setpoint it starts (an anonymous one never), and only
+  for a setpoint *received before the start was*: a stranger's start, or a start sent ahead of its setpoint, is
+  refused with a reason. Received means the transport's reception timestamps, not the order the two are handled
+  in: they travel on different subjects and are handled by different tasks, so a start handled before the
+  setpoint that was received just before it waits for it; if none comes it lapses (refused, once the deadman has
+  passed after its instant).
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
   pending (a repeat must not start it early).
 
@@ -40,6 +43,15 @@ class Start:
     """The staged setpoint's latest reception (what the arming gate's deadman counts from)."""
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A start handled before the setpoint it starts: its instant, its reception, its sender."""
+
+    at_s: float
+    received_at_s: float
+    source: int
+
+
 class Staging:
     """The setpoint waiting for its start, and the start still pending."""
 
@@ -47,23 +59,30 @@ class Staging:
         self.deadman_s = deadman_s
         self.staged: Setpoint | None = None
         self._staged_at = -math.inf
+        self._staged_by: int | None = None
+        self._staged_first = -math.inf  # The first reception of the staged setpoint (its repeats keep it).
         self._start_at = -math.inf
-        self._pending = -math.inf  # The instant of a start that came before its setpoint.
+        self._pending: _Pending | None = None
 
-    def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None) -> Start | float | None:
-        """A valid, armed setpoint received at ``at_s``: the time to apply it at, the start it completes (a start
-        that came first, for an instant not before ``at_s``), or None if it is staged."""
+    def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None, source: int | None) -> Start | float | None:
+        """A valid, armed setpoint from ``source`` received at ``at_s``: the time to apply it at, the start it
+        completes (one from the same node, received after it but handled first), or None if it is staged."""
         if sp == active:
             return max(at_s, self._start_at)
-        if at_s <= self._pending:
-            self.staged, self._start_at, self._pending = None, self._pending, -math.inf
-            return Start(sp, self._start_at, at_s)
-        self.staged, self._staged_at = sp, at_s
+        p = self._pending
+        if p is not None and source == p.source and at_s <= p.received_at_s:
+            self.staged, self._start_at, self._pending = None, p.at_s, None
+            return Start(sp, p.at_s, at_s)
+        if sp != self.staged or source != self._staged_by:
+            self._staged_first = at_s  # A repeat keeps its first reception: the one a start must come after.
+        self.staged, self._staged_at, self._staged_by = sp, at_s, source
         return None
 
-    def start(self, at_s: float, now_s: float) -> Start | str | None:
-        """A start message for ``at_s``, received at ``now_s``: the setpoint it releases, None if it waits for its
-        setpoint (see :meth:`offer`), or why it releases none."""
+    def start(self, at_s: float, now_s: float, source: int | None) -> Start | str | None:
+        """A start message from ``source`` for ``at_s``, received at ``now_s``: the setpoint it releases, None if
+        it waits for its setpoint (see :meth:`offer`), or why it releases none."""
+        if source is None:
+            return "start from an anonymous node"
         if not math.isfinite(at_s) or at_s - now_s > MAX_LEAD_S:
             return f"start {at_s - now_s:.3f} s ahead: more than {MAX_LEAD_S:g} s (clock not synchronised?)"
         if now_s - at_s > self.deadman_s:
@@ -71,18 +90,23 @@ class Staging:
         sp = self.staged
         if sp is not None and now_s - self._staged_at > self.deadman_s:
             self.staged = sp = None
+        if sp is not None and self._staged_first > now_s:
+            return "start received before its setpoint"  # Handled after it, but the setpoint came later.
+        if sp is not None and source != self._staged_by:
+            return f"start from node {source}: the staged setpoint is node {self._staged_by}'s"
         if sp is None:
             if at_s >= now_s:
-                self._pending = at_s
+                self._pending = _Pending(at_s, now_s, source)
                 return None
             return "no staged setpoint"
-        self.staged, self._pending = None, -math.inf
+        self.staged, self._pending = None, None
         self._start_at = at_s
         return Start(sp, at_s, self._staged_at)
 
     def lapsed(self, now_s: float) -> str | None:
         """Why a start that waited for its setpoint lapsed (once, a deadman after its instant), or None."""
-        if not math.isfinite(self._pending) or now_s - self._pending <= self.deadman_s:
+        p = self._pending
+        if p is None or now_s - p.at_s <= self.deadman_s:
             return None
-        self._pending = -math.inf
-        return "no setpoint received by the start's instant"
+        self._pending = None
+        return f"no setpoint from node {p.source} received before its start"

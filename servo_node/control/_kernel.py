@@ -3,14 +3,15 @@
 One tick (:func:`tick`) at loop time ``now`` runs the stages of :mod:`._stages` (and of :mod:`._mimic`) in
 data-flow order:
 
-1. **measure**: the drive's state (the embedded joint is stepped to ``now``; a bus drive's latest feedback), and
-   for a bus drive the link model (:mod:`._link`: sends, measurement age, command delay);
+1. **measure**: the drive's state (the embedded joint is stepped to ``now``; a bus drive's latest feedback), judged
+   (:mod:`._feedback`: a non-finite or implausible sample is a fault, hidden from every later stage), and for a bus
+   drive the link model (:mod:`._link`: sends, measurement age, command delay);
 2. **supervise the drive**: silence beyond the feedback timeout is DRIVE_LOST;
 3. **take the command**: a new setpoint is planned (clipped into the envelope), a stop starts, or the drive is
    released;
 4. **supervise the motion**: deadman by reception time, the end of an envelope brake, the following error;
 5. **reference**: the trajectory sampled at ``now`` and one period ahead; a stop ends when the joint is at rest;
-6. **control law** and **drive command**;
+6. **control law**, the command bounded into the envelope (:mod:`._feedback`), and **drive command**;
 7. **publish** a sample for the node.
 """
 
@@ -22,6 +23,7 @@ from numba import njit
 from ..drive import _dispatch as drive
 from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
+from ._feedback import bound_command, check_feedback
 from ._layout import LoopArrays
 from ._link import observe
 from ._mimic import follow_leader
@@ -47,13 +49,14 @@ def tick(now: float, A: LoopArrays) -> None:
     st[L.ST_TICKS] += 1.0
     kind = cfg[L.K_DRIVE]
     drive.measure(kind, A.drive, now, dt, st[L.ST_STARTED_T], cfg[L.K_FEEDBACK_TIMEOUT], A.meas)
+    check_feedback(now, A)
     observe(now, A)
     supervise_drive(now, A)
     take_command(now, A)
     follow_leader(now, A)  # Mimic only: the leader's state and the relation, re-planned each tick.
     supervise_motion(now, A)
     braking = reference(now, A)
-    v_cmd, f_cmd = control_law(A, braking)
+    v_cmd, f_cmd = bound_command(A, *control_law(A, braking))
     drive.command(
         kind, A.drive, now, st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd, st[L.ST_FLIM]
     )

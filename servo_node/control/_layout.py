@@ -93,7 +93,33 @@ ST_JERK = 23  # jerk of the active command
 ST_EXPIRED_AT = 24  # loop time the command expired [second]
 ST_PLAN_P0 = 25  # position the active position plan started from
 ST_OVERSHOOT = 26  # largest measured excursion past the target, in the plan's direction, since the plan started
-N_ST = 27
+# The drive's feedback as judged (control._feedback): the last good sample, the stream since, the faults.
+ST_FB_SEEN = 27  # M_COUNT of the latest bus sample judged
+ST_FB_GOOD = 28  # 1 once a good sample was taken
+ST_FB_P = 29  # the last good sample: position, velocity, acceleration, force
+ST_FB_V = 30
+ST_FB_A = 31
+ST_FB_F = 32
+ST_FB_RX_T = 33  # …its reception [second, loop clock], its stamp [drive clock], its count (M_COUNT)
+ST_FB_STAMP = 34
+ST_FB_COUNT = 35
+ST_FB_BAD = 36  # FB_* reason while the latest sample is distrusted; 0 while the feedback is trusted
+ST_FB_RUN = 37  # consecutive distrusted samples consistent with each other (a stream that moved on)
+ST_FB_PREV_P = 38  # the previous distrusted sample: position, reception, stamp
+ST_FB_PREV_RX_T = 39
+ST_FB_PREV_STAMP = 40
+ST_FB_FAULTS = 41  # feedback faults (each time the feedback became distrusted)
+ST_FB_LAST = 42  # FB_* reason of the latest fault (0: none yet)
+ST_CMD_CLIPPED = 43  # drive commands clipped into the envelope (or replaced: not finite)
+N_ST = 44
+
+FB_OK = 0.0
+FB_NOT_FINITE = 1.0  # NaN or inf in position, velocity, acceleration or force
+FB_JUMP = 2.0  # moved (or reports a velocity) faster than the drive can
+FB_STAMP = 3.0  # its timestamp jumped against its reception time (a restarted drive, a stepped clock)
+
+FRESH_DISTRUSTED = 2.0
+"""``meas[M_FRESH]`` while the latest sample is distrusted: the stages see the last good sample, not fresh."""
 
 # ---- act: the command in force (a copy of cmd's fields when it was applied, limits clipped to the envelope)
 N_ACT = N_CMD
@@ -161,7 +187,11 @@ O_MIM_REASON = 39
 O_MIM_STOP_LATENCY = 40
 O_MIM_EXTRAP = 41
 O_MIM_LEAD_AGE = 42  # mimic: now − reception of the latest leader sample [second]
-N_OUT = 43
+O_FB_FAULTS = 43  # feedback faults (ST_FB_FAULTS)
+O_FB_BAD = 44  # FB_* reason while the feedback is distrusted, else 0
+O_FB_LAST = 45  # FB_* reason of the latest fault
+O_CMD_CLIPPED = 46  # drive commands clipped into the envelope (ST_CMD_CLIPPED)
+N_OUT = 47
 
 # ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
 LK_MEAS_COUNT = 0  # measurements taken into the model
@@ -280,6 +310,8 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
     st = np.zeros(N_ST)
     for k in (ST_SETTLED, ST_STOP_TOOK, ST_STOP_PLANNED, ST_STOP_BOUND, ST_FE_SINCE, ST_EXPIRED_AFTER, ST_EXPIRED_AT):
         st[k] = np.nan
+    st[ST_FB_P:ST_FB_COUNT + 1] = np.nan
+    st[ST_FB_SEEN] = np.nan
     link = np.zeros(N_LINK)
     for k in (LK_THETA_REF, LK_LOCAL, LK_THETA, LK_D1, LK_DELAY, LK_RS_MIN, LK_AGE, LK_EFFECT_T, LK_PRED_P, LK_PREV_S):
         link[k] = np.nan

@@ -215,6 +215,18 @@ def _take_measurement(A: LoopArrays, s: float) -> None:
 
 
 @njit(cache=True, nogil=True)
+def restart_clock(A: LoopArrays) -> None:
+    """Forget the drive's clock and the delay fit (a drive that restarted, or whose clock stepped): the next
+    measurement starts the model again, as the first one did."""
+    lk = A.link
+    for k in (L.LK_THETA_REF, L.LK_LOCAL, L.LK_THETA, L.LK_D1, L.LK_DELAY, L.LK_RS_MIN, L.LK_PREV_S):
+        lk[k] = np.nan
+    lk[L.LK_WEIGHT] = 0.0
+    lk[L.LK_GRID : L.LK_GRID + L.LINK_GRID_N] = 0.0
+    lk[L.LK_MEAS_COUNT] = 0.0
+
+
+@njit(cache=True, nogil=True)
 def compensated(A: LoopArrays) -> bool:
     """True if this loop commands a drive on the bus through the link model."""
     return A.cfg[L.K_DRIVE] != DRIVE_SIM and A.cfg[L.K_COMPENSATE] != 0.0

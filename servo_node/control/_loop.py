@@ -168,6 +168,14 @@ class LoopSample:
     """Bus drive through the link model: its position predicted for when the latest command takes effect."""
     effect_at_s: float = math.nan
     """…and that time [second, loop clock]."""
+    feedback_faults: int = 0
+    """Times the drive's feedback became distrusted (control._feedback)."""
+    feedback_distrusted: int = 0
+    """``FB_*`` reason while the latest feedback is distrusted (the stages see the last good sample), else 0."""
+    feedback_last: int = 0
+    """``FB_*`` reason of the latest feedback fault (0: none yet)."""
+    commands_clipped: int = 0
+    """Drive commands the loop clipped into the envelope (or replaced because they were not finite)."""
 
     @property
     def stopped(self) -> bool:
@@ -339,6 +347,10 @@ class ControlLoop:
             measured_at_s=float(o[L.O_MEAS_T]),
             predicted_position=float(o[L.O_PRED_P]),
             effect_at_s=float(o[L.O_EFFECT_T]),
+            feedback_faults=int(o[L.O_FB_FAULTS]),
+            feedback_distrusted=int(o[L.O_FB_BAD]),
+            feedback_last=int(o[L.O_FB_LAST]),
+            commands_clipped=int(o[L.O_CMD_CLIPPED]),
         )
 
     def link_stats(self) -> LinkStats | None:

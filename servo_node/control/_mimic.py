@@ -33,10 +33,13 @@ from ..otg import plan_into, plan_velocity_into, profile_duration
 from . import _layout as L
 from ._layout import LoopArrays
 from ._mimic_frame import sample_relative
-from ._stages import E_FOLLOWING, E_INFEASIBLE, E_NONE, E_NUMERICAL, _engage, _set_error, start_stop, stop_from
+from ._stages import E_INFEASIBLE, E_NONE, E_NUMERICAL, _clearable, _engage, _set_error, start_stop, stop_from
 
 V_MARGIN = 1e-3
 """The clamped target velocity stays this fraction of the velocity range inside the limits (a valid plan)."""
+
+LATENCY_MAX_S = 0.03
+"""The most latency a leader sample's stamp may claim [second]; the rest is a clock error, not compensated."""
 
 A_FEED_MAX = 0.5
 """At most this fraction of the acceleration limit is fed forward; the relative plan keeps the rest."""
@@ -52,7 +55,11 @@ def take_leader(A: LoopArrays) -> None:
 def leader_target(now: float, A: LoopArrays) -> tuple[float, float, float, float]:
     """(p_T, v_T, a_T, dt): the relation applied to the leader's sample extrapolated over dt to ``now``."""
     ld, cfg = A.lead_c, A.cfg
-    since = ld[L.LD_T] if ld[L.LD_COMPENSATE] != 0.0 and math.isfinite(ld[L.LD_T]) else ld[L.LD_RX_T]
+    since = ld[L.LD_RX_T]
+    if ld[L.LD_COMPENSATE] != 0.0 and math.isfinite(ld[L.LD_T]):
+        # The sample's latency as its stamp tells it, believed only within [0, LATENCY_MAX_S]: a stamp mapped
+        # through a wrong or stepped time master would move the follower off its relation by v times the error.
+        since -= min(max(ld[L.LD_RX_T] - ld[L.LD_T], 0.0), LATENCY_MAX_S)
     horizon = cfg[L.K_DEADMAN]
     dt = min(max(now - since, -horizon), horizon)  # A stamp off by more than the deadman is not trusted further.
     p_l, v_l, a_l = ld[L.LD_P], ld[L.LD_V], ld[L.LD_A]
@@ -149,7 +156,7 @@ def gear_in(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
         _engage(st, L.MODE_MIMIC, now)
         st[L.ST_TRACK_MAX] = 0.0
         st[L.ST_SETTLED] = np.nan
-        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
+        if _clearable(st[L.ST_ERROR]):
             st[L.ST_ERROR] = E_NONE
     else:
         _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)

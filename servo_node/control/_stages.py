@@ -46,6 +46,15 @@ E_NUMERICAL = float(ErrorCode.NUMERICAL_FAILURE)
 E_DRIVE_LOST = float(ErrorCode.DRIVE_LOST)
 E_FOLLOWING = float(ErrorCode.FOLLOWING_ERROR)
 E_STOP_TIMEOUT = float(ErrorCode.STOP_TIMEOUT)
+E_FB_FIRST = float(ErrorCode.FEEDBACK_NOT_FINITE)
+E_FB_LAST = float(ErrorCode.FEEDBACK_STAMP)
+
+
+@njit(cache=True, nogil=True)
+def _clearable(e: float) -> bool:
+    """An error a new plan ends: its setpoint's own (infeasible, numerical), a following error, a feedback fault
+    (the plan is only taken once the feedback is trusted again)."""
+    return e == E_INFEASIBLE or e == E_NUMERICAL or e == E_FOLLOWING or E_FB_FIRST <= e <= E_FB_LAST
 
 
 @njit(cache=True, nogil=True)
@@ -119,7 +128,7 @@ def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> N
         st[L.ST_SETTLED] = np.nan
         st[L.ST_PLAN_P0] = p0
         st[L.ST_OVERSHOOT] = 0.0
-        if st[L.ST_ERROR] == E_INFEASIBLE or st[L.ST_ERROR] == E_NUMERICAL or st[L.ST_ERROR] == E_FOLLOWING:
+        if _clearable(st[L.ST_ERROR]):
             st[L.ST_ERROR] = E_NONE
     else:
         _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
@@ -383,8 +392,9 @@ def reference(now: float, A: LoopArrays) -> bool:
                     st[L.ST_ERROR] = E_NONE
                 _disengage(st)
             else:
-                if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND] and st[L.ST_ERROR] != E_DRIVE_LOST:
-                    _set_error(st, E_STOP_TIMEOUT)  # A silent drive stays DRIVE_LOST: its rest can't be seen.
+                unseen = st[L.ST_ERROR] == E_DRIVE_LOST or E_FB_FIRST <= st[L.ST_ERROR] <= E_FB_LAST
+                if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND] and not unseen:
+                    _set_error(st, E_STOP_TIMEOUT)  # A silent or distrusted drive's rest can't be seen.
                 braking = True
     if st[L.ST_ENGAGED] == 0.0:
         ref[0] = m[L.M_P]
@@ -490,5 +500,9 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     comp = link.compensated(A) and st[L.ST_ENGAGED] != 0.0
     out[L.O_PRED_P] = A.link[L.LK_PRED_P] if comp else np.nan
     out[L.O_EFFECT_T] = A.link[L.LK_EFFECT_T] if comp else np.nan
+    out[L.O_FB_FAULTS] = st[L.ST_FB_FAULTS]
+    out[L.O_FB_BAD] = st[L.ST_FB_BAD]
+    out[L.O_FB_LAST] = st[L.ST_FB_LAST]
+    out[L.O_CMD_CLIPPED] = st[L.ST_CMD_CLIPPED]
     mimic.publish_into(now, A, st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] == L.MODE_MIMIC)
     end_write(out)

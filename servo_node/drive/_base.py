@@ -10,7 +10,7 @@ one line in :mod:`._dispatch`; the loop's tick does not change.
 from __future__ import annotations
 
 import abc
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,6 +56,14 @@ class Drive(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, no I/O by default
         """End I/O (if any); idempotent."""
+
+    def take_notes(self) -> list[str]:
+        """What the drive has to report since the last call (diagnostics); none by default."""
+        return []
+
+    def peers(self) -> dict[str, Any]:
+        """The peers the drive is pinned to, for ``sys.status``; none by default."""
+        return {}
 
     async def stop(self) -> None:
         """End I/O after telling the drive to stand by (call once the loop has disengaged); idempotent."""

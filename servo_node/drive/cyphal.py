@@ -7,6 +7,10 @@ other kinematic fields are NaN; in torque mode only the torque/force is set. ``d
 In: ``drive_dynamics`` (``…PlanarTs.0.1``/``…LinearTs.0.1``), the measured state; ``drive_feedback``
 (``reg.udral.service.actuator.common.Feedback.0.1``), the drive's own readiness and health.
 A silence of ``drive_dynamics`` longer than ``servo.drive.feedback_timeout`` is an error the loop acts on.
+
+The drive is pinned: ``servo.drive.node_id``, or (65535) the first node whose dynamics arrive, for the life of the
+node (a RESTART chooses again). Dynamics and feedback from any other node are dropped, counted and reported once
+per source: a second publisher on the drive's subjects can neither move the loop nor change its readiness.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ from ..registers import RegisterReader
 from . import _remote_link as link
 from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
 
+DRIVE_ANY = 0xFFFF
+"""``servo.drive.node_id`` that pins no node in advance: the first drive that answers is pinned."""
+
+SOURCES_MAX = 64
+"""Foreign sources remembered (and reported once each); spoofed node-IDs cannot grow memory beyond this."""
+
 STALE_WINDOW_S = 10.0
 """A measurement stamped up to this much older than the newest one taken is a stale duplicate [second]."""
 
@@ -43,9 +53,15 @@ class CyphalDrive(Drive):
     kind = DRIVE_REMOTE
 
     def __init__(
-        self, node: pycyphal.application.Node, kind: str, rate_hz: float, port_prefix: str = ""
+        self,
+        node: pycyphal.application.Node,
+        kind: str,
+        rate_hz: float,
+        port_prefix: str = "",
+        drive_node_id: int = DRIVE_ANY,
     ) -> None:
-        """``port_prefix`` (``"left."``) names the ports of one axis of a multi-axis node."""
+        """``port_prefix`` (``"left."``) names the ports of one axis of a multi-axis node; ``drive_node_id`` pins
+        the drive (:data:`DRIVE_ANY`: the first that answers)."""
         self._rotational = kind == "rotational"
         self._period_s = 1.0 / rate_hz
         rx, tx, scratch = link.new_link()
@@ -60,6 +76,13 @@ class CyphalDrive(Drive):
         self.drive_readiness = -1
         """Readiness the drive last reported (−1: none yet)."""
         self.drive_health = -1
+        self.drive_node_id: int | None = None if drive_node_id == DRIVE_ANY else drive_node_id
+        """The drive listened to: the register's, or the first sender of dynamics; None until then."""
+        self.pinned_by_register = self.drive_node_id is not None
+        self.foreign_samples = 0
+        """Dynamics and feedback messages from other nodes than the drive (dropped)."""
+        self._foreign: dict[int, int] = {}  # source node-ID -> its messages dropped
+        self._notes: list[str] = []
 
     @property
     def arrays(self) -> DriveArrays:
@@ -92,7 +115,35 @@ class CyphalDrive(Drive):
             except pycyphal.transport.ResourceClosedError:
                 pass
 
+    def _from_drive(self, src: int | None) -> bool:
+        """True if ``src`` is the pinned drive (pinning the first sender); else counted, reported once per source."""
+        if src is not None and self.drive_node_id is None:
+            self.drive_node_id = src
+            self._notes.append(f"drive pinned: node {src} (the first that answered)")
+        if src is not None and src == self.drive_node_id:
+            return True
+        self.foreign_samples += 1
+        key = -1 if src is None else src
+        if key not in self._foreign and len(self._foreign) < SOURCES_MAX:
+            self._foreign[key] = 0
+            who = "an anonymous node" if src is None else f"node {src}"
+            self._notes.append(f"drive: messages from {who} dropped (the drive is node {self.drive_node_id})")
+        if key in self._foreign:
+            self._foreign[key] += 1
+        return False
+
+    def take_notes(self) -> list[str]:
+        """What to report since the last call (the pinned drive, each new foreign source)."""
+        notes, self._notes = self._notes, []
+        return notes
+
+    def peers(self) -> dict[str, Any]:
+        """For ``sys.status``: the drive's node-ID (None until one answered) and the foreign messages dropped."""
+        return {"drive": self.drive_node_id, "foreign": self.foreign_samples}
+
     async def _on_dynamics(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
+        if not self._from_drive(meta.source_node_id):
+            return
         stamp = int(msg.timestamp.microsecond) * 1e-6  # The drive's clock (0: unknown).
         rx = self._arrays.rx
         if stamp > 0.0 and 0.0 <= rx[link.RX_STAMP] - stamp <= STALE_WINDOW_S:
@@ -105,14 +156,16 @@ class CyphalDrive(Drive):
         begin_write(rx)
         rx[link.RX_P] = p
         rx[link.RX_V] = v
-        rx[link.RX_A] = a if math.isfinite(a) else 0.0
-        rx[link.RX_F] = f if math.isfinite(f) else 0.0
+        rx[link.RX_A] = a if not math.isnan(a) else 0.0  # NaN: not given. Infinity: the loop's to judge.
+        rx[link.RX_F] = f if not math.isnan(f) else 0.0
         rx[link.RX_T] = float(meta.timestamp.monotonic)
         rx[link.RX_STAMP] = stamp
         rx[link.RX_COUNT] += 1.0
         end_write(rx)
 
-    async def _on_feedback(self, msg: actuator.Feedback_0_1, _meta: pycyphal.transport.TransferFrom) -> None:
+    async def _on_feedback(self, msg: actuator.Feedback_0_1, meta: pycyphal.transport.TransferFrom) -> None:
+        if not self._from_drive(meta.source_node_id):
+            return
         self.drive_readiness = int(msg.heartbeat.readiness.value)
         self.drive_health = int(msg.heartbeat.health.value)
 
@@ -151,4 +204,5 @@ class CyphalDrive(Drive):
 
 def make_drive(reg: RegisterReader, node: pycyphal.application.Node, port_prefix: str = "") -> CyphalDrive:
     """The remote drive for the ``udral`` backend, its ports resolved from the registers."""
-    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), port_prefix)
+    pinned = int(reg.real("servo.drive.node_id"))
+    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), port_prefix, pinned)

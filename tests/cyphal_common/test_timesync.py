@@ -97,3 +97,24 @@ async def test_modes(nodes: dict[int, pycyphal.application.Node]) -> None:
     await asyncio.sleep(0.5)
     assert off.offset_s == 0.0 and off.master_node_id is None and abs(off.now_s() - time.time()) < 0.01
     assert master.offset_s == 0.0 and master.master_node_id is None
+
+
+async def test_a_pinned_slave_ignores_other_masters_and_reports_a_step_of_its_own_once(
+    nodes: dict[int, pycyphal.application.Node],
+) -> None:
+    """Issue 26: the lower node-ID would win by the Cyphal rule; pinned, the slave keeps its master, reports the
+    other one once, and a step of its master's clock once (counted), while the median follows the step."""
+    slave = TimeSync(nodes[SLAVE], "slave", lambda: time.time() - SKEW_S, pinned=MASTER)
+    nodes[SLAVE].add_lifetime_hooks(slave.start, slave.close)
+    shift = [0.0]
+    started(nodes[MASTER], "master", lambda: time.time() + shift[0])
+    started(nodes[LOW_MASTER], "master", lambda: time.time() + LOW_SKEW_S)
+    await until(lambda: slave.master_node_id == MASTER and abs(slave.offset_s - SKEW_S) < TOLERANCE_S, "adopted")
+    await asyncio.sleep(0.5)
+    assert slave.master_node_id == MASTER and slave.master_changes == 0 and slave.foreign_masters > 0
+    assert slave.take_notes() == [f"time sync: master {LOW_MASTER} ignored (pinned master: {MASTER})"]
+    shift[0] = 0.45
+    await until(lambda: abs(slave.offset_s - SKEW_S - 0.45) < TOLERANCE_S, "the median to follow the step")
+    await asyncio.sleep(0.5)
+    notes = slave.take_notes()
+    assert slave.clock_steps == 1 and len(notes) == 1 and "stepped by +0.45" in notes[0], notes

@@ -79,6 +79,7 @@ REGISTER_NAMES = [
     "sys.status",
     "sys.motion",
     "sys.counters",
+    "sys.events",
     "sys.last_rejection",
 ]
 

@@ -21,33 +21,51 @@ def _sp(target: float) -> Setpoint:
     return Setpoint(target, 0.0, ProfileLimits(-1.0, 1.0, -2.0, 2.0, 10.0), 1.0)
 
 
+COORD, STRANGER = 40, 41
+"""Node-IDs of the coordinator (publishes the setpoints and the start) and of a stranger (only starts)."""
+
+
 def test_staging_releases_only_a_fresh_setpoint_within_the_lead() -> None:
     s = Staging(DEADMAN_S)
-    assert s.start(0.99, 1.0) == "no staged setpoint"
-    assert s.offer(_sp(1.0), 1.0, active=None) is None  # Different from the active one: staged.
-    assert "ahead" in str(s.start(1.0 + MAX_LEAD_S + 0.1, 1.0))
-    assert "in the past" in str(s.start(1.0 - DEADMAN_S - 0.1, 1.0))
-    started = s.start(1.05, 1.01)
+    assert s.start(0.99, 1.0, COORD) == "no staged setpoint"
+    assert s.offer(_sp(1.0), 1.0, None, COORD) is None  # Different from the active one: staged.
+    assert "ahead" in str(s.start(1.0 + MAX_LEAD_S + 0.1, 1.0, COORD))
+    assert "in the past" in str(s.start(1.0 - DEADMAN_S - 0.1, 1.0, COORD))
+    started = s.start(1.05, 1.01, COORD)
     assert not isinstance(started, str) and started.at_s == 1.05 and started.received_at_s == 1.0
-    assert s.offer(_sp(1.0), 1.02, active=_sp(1.0)) == 1.05  # A repeat before the start is dated at the start.
-    assert s.offer(_sp(1.0), 1.10, active=_sp(1.0)) == 1.10
-    assert s.offer(_sp(2.0), 2.0, active=_sp(1.0)) is None
-    assert s.start(2.0 + DEADMAN_S + 0.01, 2.0 + DEADMAN_S + 0.01) is None  # Too old: dropped; the start waits.
+    assert s.offer(_sp(1.0), 1.02, _sp(1.0), COORD) == 1.05  # A repeat before the start is dated at the start.
+    assert s.offer(_sp(1.0), 1.10, _sp(1.0), COORD) == 1.10
+    assert s.offer(_sp(2.0), 2.0, _sp(1.0), COORD) is None
+    assert s.start(2.0 + DEADMAN_S + 0.01, 2.0 + DEADMAN_S + 0.01, COORD) is None  # Too old: dropped; waits.
     assert s.lapsed(2.0 + 2 * DEADMAN_S) is None
-    assert s.lapsed(2.0 + 2 * DEADMAN_S + 0.02) == "no setpoint received by the start's instant"
-    assert s.offer(_sp(2.0), 3.0, active=_sp(1.0)) is None  # The lapsed start releases nothing.
+    assert s.lapsed(2.0 + 2 * DEADMAN_S + 0.02) == f"no setpoint from node {COORD} received before its start"
+    assert s.offer(_sp(2.0), 3.0, _sp(1.0), COORD) is None  # The lapsed start releases nothing.
 
 
 def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
     """Setpoint and start travel on different subjects, handled by different tasks: their order is not kept."""
     s = Staging(DEADMAN_S)
-    assert s.start(1.05, 1.001) is None
-    started = s.offer(_sp(1.0), 1.0, active=None)  # Received before the start's instant: the start's setpoint.
+    assert s.start(1.05, 1.001, COORD) is None
+    started = s.offer(_sp(1.0), 1.0, None, COORD)  # Received before the start: the start's setpoint.
     assert started is not None and not isinstance(started, float)
     assert started.setpoint == _sp(1.0) and started.at_s == 1.05 and started.received_at_s == 1.0
-    assert s.offer(_sp(2.0), 1.01, active=_sp(1.0)) is None  # The start was used: the next one is staged.
+    assert s.offer(_sp(2.0), 1.01, _sp(1.0), COORD) is None  # The start was used: the next one is staged.
     late = Staging(DEADMAN_S)
-    assert late.start(1.2, 1.1) is None and late.offer(_sp(3.0), 1.21, active=None) is None  # Received too late.
+    assert late.start(1.2, 1.1, COORD) is None and late.offer(_sp(3.0), 1.11, None, COORD) is None  # Sent later.
+
+
+def test_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it() -> None:
+    """Finding 4 of issue 26: a stranger's start, an anonymous one, or one sent before the setpoint (even dated
+    after it) releases nothing; the coordinator's own start still does."""
+    s = Staging(DEADMAN_S)
+    assert s.start(1.8, 1.0, COORD) is None  # Sent before any setpoint, dated 0.8 s ahead: waits...
+    assert s.offer(_sp(1.0), 1.1, None, COORD) is None  # ...but this setpoint came after it: staged, not started.
+    assert s.start(1.2, 1.15, STRANGER) == f"start from node {STRANGER}: the staged setpoint is node {COORD}'s"
+    assert s.start(1.2, 1.15, None) == "start from an anonymous node"
+    assert s.start(1.2, 1.05, COORD) == "start received before its setpoint"  # Handled after it, received before.
+    started = s.start(1.25, 1.2, COORD)
+    assert not isinstance(started, str) and started is not None and started.setpoint == _sp(1.0)
+    assert s.start(1.4, 1.3, STRANGER) is None and s.offer(_sp(2.0), 1.29, _sp(1.0), COORD) is None  # Not his.
 
 
 @pytest.fixture()
@@ -76,7 +94,7 @@ async def test_a_staged_setpoint_moves_nothing_until_its_start_then_plans_from_t
 
     await client.send(axis, 5.0)  # The deadman feed of the staged setpoint: still staged.
     at = axis.now() + 0.0537  # Between ticks on purpose: the plan starts at this instant, not at a tick.
-    assert axis.start_staged(at, axis.now())
+    assert axis.start_staged(at, axis.now(), client.node.id)
     axis.advance(0.05)
     s = axis.loop.sample()
     assert not s.engaged and s.position == 0.0, "it started before its instant"
@@ -92,7 +110,7 @@ async def test_a_staged_setpoint_moves_nothing_until_its_start_then_plans_from_t
 async def test_after_an_expiry_even_the_same_setpoint_waits_for_a_start(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
     await client.send(axis, 5.0)
-    assert axis.start_staged(axis.now(), axis.now())
+    assert axis.start_staged(axis.now(), axis.now(), client.node.id)
     axis.advance(1.0)
     assert axis.loop.sample().position == pytest.approx(5.0, abs=1e-3)
     axis.advance(DEADMAN_S + 0.5)  # No setpoint since: expired, stopped (it was at rest already).
@@ -105,20 +123,21 @@ async def test_after_an_expiry_even_the_same_setpoint_waits_for_a_start(servo: S
 
 async def test_refused_starts_are_counted_and_nothing_moves(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
-    assert not axis.start_staged(axis.now() - 0.01, axis.now())  # Nothing staged (and its instant has passed).
+    src = client.node.id
+    assert not axis.start_staged(axis.now() - 0.01, axis.now(), src)  # Nothing staged (and its instant has passed).
     await client.send(axis, 5.0)
-    assert not axis.start_staged(axis.now() + MAX_LEAD_S + 1.0, axis.now())  # A start too far ahead.
+    assert not axis.start_staged(axis.now() + MAX_LEAD_S + 1.0, axis.now(), client.node.id)  # A start too far ahead.
     axis.advance(DEADMAN_S + 0.05)
-    assert not axis.start_staged(axis.now() - 0.01, axis.now())  # The staged setpoint got too old.
-    assert axis.start_staged(axis.now() + 0.1, axis.now()) is False  # Waits for a setpoint that never comes...
+    assert not axis.start_staged(axis.now() - 0.01, axis.now(), client.node.id)  # The staged setpoint got too old.
+    assert axis.start_staged(axis.now() + 0.1, axis.now(), src) is False  # Waits for a setpoint that never comes...
     axis.advance(0.5)
     assert axis.counters.starts_refused == 3
     axis.advance(0.2)  # ...and lapses a deadman after its instant.
     s = axis.loop.sample()
     assert not s.engaged and s.position == 0.0
     assert axis.counters.starts_refused == 4 and axis.counters.starts == 0
-    counters = axis.counts()
-    assert counters["starts_refused"] == 4 and counters["staged"] == 1
+    events = axis.events()
+    assert events["starts_refused"] == 4 and events["staged"] == 1
 
 
 async def test_without_a_start_the_active_command_expires_and_stops(client: Client) -> None:
@@ -127,7 +146,7 @@ async def test_without_a_start_the_active_command_expires_and_stops(client: Clie
     async with ServoNode(None, env, loop_clock="simulated") as node:
         axis = node.axis()
         await client.send(axis, 5.0)
-        assert axis.start_staged(axis.now(), axis.now())
+        assert axis.start_staged(axis.now(), axis.now(), client.node.id)
         axis.advance(0.3)
         assert axis.loop.sample().velocity > 0.0
         for _ in range(5):  # A new target, repeated, with no start: the moving joint must stop on the deadman.

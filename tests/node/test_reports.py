@@ -1,0 +1,108 @@
+"""Every JSON report register stays a valid JSON document within its 255-byte string, whatever the counts
+(issue 26, finding 6: ``sys.counters`` came back cut mid-number after a setpoint flood on a two-axis node)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+from servo_node.arming import ServoState
+from servo_node.errors import ErrorCode
+from servo_node.node import ServoNode
+from servo_node.reports import (
+    COUNT_MAX,
+    REGISTER_STRING_MAX,
+    AxisCounters,
+    EventCounts,
+    counters_view,
+    events_view,
+    fit_json,
+    status_view,
+)
+from servo_node.setpoint import ProfileLimits, Setpoint
+
+NODE = 3851
+"""Uncommon IDs (issue 26's tests use 3850-3899), kept apart from other tests on 127.0.0.1."""
+PORTS = {
+    "UAVCAN__SUB__SETPOINT_SERVO__ID": "3851",
+    "UAVCAN__SUB__MOTION_START__ID": "3852",
+    "UAVCAN__PUB__DRIVE_SETPOINT__ID": "3853",
+    "UAVCAN__PUB__DRIVE_READINESS__ID": "3854",
+    "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "3855",
+    "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "3856",
+    "UAVCAN__SUB__MIMIC_LEADER__ID": "3857",
+    "UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID": "3858",
+}
+HUGE = 10**30
+"""Beyond any count: reported saturated at COUNT_MAX."""
+
+
+def _at_max(counters: AxisCounters) -> None:
+    for f in dataclasses.fields(counters):
+        if f.type in ("int", int):
+            setattr(counters, f.name, HUGE)
+    counters.last_refusal = "start: " + "a very long reason " * 40
+    counters.last_rejection = "x" * 1000
+
+
+def _parse(raw: bytes, name: str = "") -> dict[str, object]:
+    assert len(raw) <= REGISTER_STRING_MAX, raw
+    doc = json.loads(raw)
+    assert isinstance(doc, dict) and "cut" not in doc, (name, doc)
+    return doc
+
+
+def test_counts_at_their_maximum_fit_their_registers() -> None:
+    c = AxisCounters()
+    _at_max(c)
+    counters = _parse(fit_json(counters_view(c, HUGE, HUGE)))
+    events = _parse(fit_json(events_view(c, EventCounts(*([HUGE] * 6)), 1e30)))
+    events.pop("dropped_frames")  # The process's own count (the reassembly guard's), not set here.
+    assert set(counters.values()) == {COUNT_MAX} and set(events.values()) == {COUNT_MAX}
+    print(f"sys.counters {len(fit_json(counters_view(c, HUGE, HUGE)))} B, sys.events "
+          f"{len(fit_json(events_view(c, EventCounts(*([HUGE] * 6)), 1e30)))} B at the maximum")
+    sp = Setpoint(-1.2345678901234e300, math.inf, ProfileLimits(-1e300, 1e300, -1e300, 1e300, 1e300), 1e300)
+    extra = {"drive": 65534, "foreign": COUNT_MAX, "time_master": 65534, "refused": c.last_refusal}
+    doc = _parse(fit_json(status_view(ServoState.EXPIRED, "r" * 500, ErrorCode.FEEDBACK_IMPLAUSIBLE, sp, 1e300,
+                                      1e300, extra)))  # fmt: skip
+    assert doc["servo"]["drive"] == 65534 and doc["servo"]["refused"].startswith("start:")  # type: ignore[index]
+
+
+def test_a_view_too_long_for_its_register_loses_keys_never_validity() -> None:
+    doc = {f"key{i}": "v" * 40 for i in range(20)}
+    raw = fit_json(doc)
+    parsed = json.loads(raw)
+    assert len(raw) <= REGISTER_STRING_MAX and parsed["cut"] is True and parsed["key0"] == "v" * 40
+
+
+async def test_every_report_register_of_a_node_parses_with_every_count_at_its_maximum() -> None:
+    """A udral follower with a start subject (every report register there is), all its counts at the maximum."""
+    env = {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(NODE), "SERVO__DRIVE__BACKEND": "udral", **PORTS}
+    async with ServoNode(None, env, loop_clock="simulated") as node:
+        axis = node.axis()
+        _at_max(axis.counters)
+        drive = axis._drive
+        follower = axis._follower
+        assert drive is not None and follower is not None
+        drive.foreign_samples = HUGE  # type: ignore[attr-defined]
+        drive.drive_node_id = 65534  # type: ignore[attr-defined]
+        for name in ("samples", "foreign_samples", "sources", "bad_samples", "stale_samples"):
+            setattr(follower, name, HUGE)
+        follower.leader_node_id = 65534
+        ts = axis._timesync
+        ts.master_changes = ts.clock_steps = ts.foreign_masters = HUGE
+        node.registry.refused_writes = HUGE  # type: ignore[misc]
+        names = [n for n in node.registry if n.startswith("sys.")]
+        parsed = {}
+        for name in names:
+            value = node.registry[name].value
+            if value.string is None:
+                continue
+            raw = value.string.value.tobytes()
+            assert len(raw) <= REGISTER_STRING_MAX, name
+            if name != "sys.last_rejection":
+                parsed[name] = _parse(raw, name)
+        print({k: len(json.dumps(v, separators=(",", ":"))) for k, v in parsed.items()})
+        assert {"sys.status", "sys.motion", "sys.counters", "sys.events", "sys.mimic"} <= set(parsed)
+        assert parsed["sys.counters"]["accepted"] == COUNT_MAX and parsed["sys.events"]["foreign"] == COUNT_MAX

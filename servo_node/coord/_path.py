@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -217,10 +218,13 @@ class PathRunner:
             res.T.append(T)
             ok = str(pl.get("kind", "move")) == "move" and abs(T - pred) <= PLAN_MATCH_TOL * (1.0 + pred)
             if moving and not ok:
-                why = await coord.read_register(coord.axes.index(ax), "sys.last_rejection")
+                i = coord.axes.index(ax)
+                why = await coord.read_register(i, "sys.last_rejection")
+                state = json.loads(await coord.read_register(i, "sys.status")).get("servo", {})
                 raise CoordError(f"segment {res.index}: {ax.label} is not running its plan (its plan is a "
-                                 f"{pl.get('kind')} of {T:.6f} s, the segment's {pred:.6f} s; last rejection: "
-                                 f"{why or 'none'}); every axis stopped")
+                                 f"{pl.get('kind')} of {T:.6f} s, the segment's {pred:.6f} s; it is "
+                                 f"{state.get('state')}, error {state.get('error')}: {state.get('reason')}; last "
+                                 f"rejection: {why or 'none'}); every axis stopped")
 
     async def _wait_at_rest(self, timeout: float = 10.0) -> None:
         """After a fault: no more setpoints; until every axis reports it is not engaged and at rest."""

@@ -183,6 +183,7 @@ def test_coordinated_move_across_three_hosts_then_sigterm_ends_the_hold(bench: B
     print(coord.text)
     assert code == 0 and "Traceback" not in coord.text
     assert "REJECTED" not in coord.text
+    assert "start: each axis on its setpoint's reception: no motion_start subject on" in coord.text
     durations = coord.node_durations()
     assert sorted(durations) == [ax.servo for ax in bench.axes]
     assert max(durations.values()) - min(durations.values()) < 1e-3  # Every node's plan lasts the common duration.

@@ -103,6 +103,11 @@ def real64(*x: float) -> Value:
     return Value(real64=register.Real64(list(x)))
 
 
+def natural8(*x: int) -> Value:
+    """A ``natural8`` value (array of the given elements)."""
+    return Value(natural8=register.Natural8(list(x)))
+
+
 def natural16(*x: int) -> Value:
     """A ``natural16`` value (array of the given elements)."""
     return Value(natural16=register.Natural16(list(x)))

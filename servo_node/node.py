@@ -28,13 +28,14 @@ from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from cyphal_common.register_access import serve_register_access
+from cyphal_common.registers import natural8
 from cyphal_common.tasks import cancel_and_wait
 
 from .axis import Axis
 from .axis_registers import parse_axes
 from .collision import CollisionMonitor
 from .control import ControlLoop, ControlThread
-from .diagnostics import Diagnostics
+from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, sole_path
 from .errors import ConfigurationError, ServoError
 from .registers import ServoRegistry
 from .reports import AxisCounters
@@ -183,6 +184,8 @@ class ServoNode:
         reg = self.registry
         reg.declare()
         axis_names = parse_axes(reg.text("servo.axes"))
+        reg.setdefault(SEVERITY_REGISTER, natural8(int(DEFAULT_SEVERITY)))
+        handlers = list(logging.root.handlers)
         node = pycyphal.application.make_node(
             pycyphal.application.NodeInfo(
                 name=NODE_NAME,
@@ -191,6 +194,7 @@ class ServoNode:
             reg,
             transport=_make_transport(reg),
         )
+        sole_path(handlers)  # Diagnostics publishes each report once: pycyphal's log handler would repeat it.
         self._node = node
         serve_register_access(node, reg)  # Writes to unknown or read-only registers are counted too.
         self._continue_transfer_ids(node)

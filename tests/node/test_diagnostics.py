@@ -1,0 +1,45 @@
+"""One diagnostics path: a refused register write is one ``uavcan.diagnostic.Record`` at or above the standard
+``uavcan.diagnostic.severity`` register, none below it (pycyphal's own log handler for the same register would
+publish the report's log line a second time)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import uavcan.diagnostic
+import uavcan.primitive.array
+import uavcan.register
+
+from servo_node.node import ServoNode
+from tests.node.test_shell import NODE, Client, servo_env
+
+WARNING, ERROR = int(uavcan.diagnostic.Severity_1_0.WARNING), int(uavcan.diagnostic.Severity_1_0.ERROR)
+
+
+@pytest.mark.parametrize(("severity", "expected"), [(None, 1), (WARNING, 1), (ERROR, 0)])
+async def test_a_refused_write_is_one_record_at_or_above_the_severity(severity: int | None, expected: int) -> None:
+    records: list[tuple[int, str]] = []
+    client = Client()
+    try:
+        sub = client.node.make_subscriber(uavcan.diagnostic.Record_1_1)
+        sub.receive_in_background(
+            lambda msg, meta: records.append((msg.severity.value, msg.text.tobytes().decode()))  # type: ignore[func-returns-value]
+            if meta.source_node_id == NODE else None
+        )
+        env = servo_env() if severity is None else servo_env(UAVCAN__DIAGNOSTIC__SEVERITY=str(severity))
+        async with ServoNode(None, env, loop_clock="simulated") as node:
+            access = client.node.make_client(uavcan.register.Access_1_0, NODE)
+            access.response_timeout = 5.0
+            value = uavcan.register.Value_1_0(real32=uavcan.primitive.array.Real32_1_0([-5.0]))
+            res = await access.call(uavcan.register.Access_1_0.Request(uavcan.register.Name_1_0("servo.profile.jerk"),
+                                                                        value))
+            assert res is not None and list(res[0].value.real32.value) == [800.0]  # Refused: servo_env's value stays.
+            await asyncio.sleep(0.5)  # Let every record out.
+            access.close()
+            refused = [r for r in records if "register write refused: servo.profile.jerk" in r[1]]
+            assert len(refused) == expected, records
+            assert all(sev >= (severity or 0) for sev, _ in records), records
+            assert node.diagnostics.published == len(records)
+    finally:
+        client.node.close()

@@ -76,16 +76,18 @@ def _demo(registry: str) -> int:
 
     env = {**DEMO_ENV, **os.environ}
     exports = dsdl.shell_exports()
+    node = env["UAVCAN__NODE__ID"]
+    client = 126 if node != "126" else 127  # yakut needs a node-ID of its own to read and write registers
     print(
         f"""Starting a servo node (id {env['UAVCAN__NODE__ID']}) on UDP {env['UAVCAN__UDP__IFACE']} \
 with the embedded simulated drive. In another terminal, command it with yakut:
 
-{exports}export UAVCAN__UDP__IFACE={env['UAVCAN__UDP__IFACE']} UAVCAN__NODE__ID=126
+{exports}export UAVCAN__UDP__IFACE={env['UAVCAN__UDP__IFACE']} UAVCAN__NODE__ID={client}
 y pub -T 0.1 {env['UAVCAN__SUB__SETPOINT_SERVO__ID']}:uavcan.primitive.scalar.real32 100      # go to 100 rad
 y pub -T 0.1 {env['UAVCAN__SUB__SETPOINT_SERVO__ID']}:zubax.telega.ServoCommand '{{target: 5, profile_jerk: 50}}'
 y sub {env['UAVCAN__PUB__DYNAMICS__ID']}:zubax.physics.dynamics.DoF3rdTs                 # watch it move
-y r 125 sys.status                                      # state, target, limits, errors
-y r 125 servo.profile.velocity -- -5 5                  # change a default limit
+y r {node} sys.status                                      # state, target, limits, errors
+y r {node} servo.profile.velocity -- -5 5                  # change a default limit
 Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends the demo.
 """,
         flush=True,

@@ -112,6 +112,7 @@ def test_installed_servo_node_demo_moves_under_yakut(installed: Installed) -> No
         _wait_operational(proc, log, yenv, wd, node)
         printed = log.read_text()
         assert f"export CYPHAL_PATH={yenv['CYPHAL_PATH']}\n" in printed  # The demo tells the same DSDL.
+        assert f"y r {node} sys.status" in printed and f"y pub -T 0.1 {setpoint}:" in printed  # Its own IDs.
 
         target = 2.5
         pub = [str(YAKUT), "pub", "-T", "0.1", f"{setpoint}:zubax.telega.ServoCommand", f"{{target: {target}}}"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from types import TracebackType
@@ -28,11 +28,11 @@ from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from cyphal_common.register_access import serve_register_access
-from cyphal_common.registers import natural8
+from cyphal_common.registers import natural8, string
 from cyphal_common.tasks import cancel_and_wait
 
 from .axis import Axis
-from .axis_registers import parse_axes
+from .axis_registers import AxisNames, parse_axes
 from .collision import CollisionMonitor
 from .control import ControlLoop, ControlThread
 from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, sole_path
@@ -41,6 +41,28 @@ from .registers import ServoRegistry
 from .reports import AxisCounters
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
+
+
+def vcs_revision() -> int:
+    """GetInfo's software VCS revision: the first 64 bits of the checkout's git commit (0 where the package does not
+    run from a git checkout, e.g. an installed wheel). The hardware version stays 0.0: a software node, no board."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    if not (here.parent / ".git").exists():
+        return 0
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return int(out.stdout.strip()[:16], 16) if out.returncode == 0 else 0
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return 0
+
+
+def _description(axes: Sequence[AxisNames]) -> str:
+    """The default ``uavcan.node.description``: what this node is, as a bus tool lists it."""
+    if len(axes) == 1 and not axes[0].axis:
+        return "cyphal-servo: a servo drive controller (one axis)"
+    return f"cyphal-servo: a servo drive controller ({len(axes)} axes: {', '.join(a.axis for a in axes)})"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
 
 RESPONSE_GRACE_S = 0.05
@@ -185,10 +207,12 @@ class ServoNode:
         reg.declare()
         axis_names = parse_axes(reg.text("servo.axes"))
         reg.setdefault(SEVERITY_REGISTER, natural8(int(DEFAULT_SEVERITY)))
+        reg.setdefault("uavcan.node.description", string(_description(axis_names)))
         handlers = list(logging.root.handlers)
         node = pycyphal.application.make_node(
             pycyphal.application.NodeInfo(
                 name=NODE_NAME,
+                software_vcs_revision_id=vcs_revision(),
                 software_version=uavcan.node.Version_1_0(*map(int, version("cyphal-servo").split(".")[:2])),
             ),
             reg,

@@ -43,3 +43,28 @@ async def test_a_refused_write_is_one_record_at_or_above_the_severity(severity: 
             assert node.diagnostics.published == len(records)
     finally:
         client.node.close()
+
+
+async def test_getinfo_names_the_revision_and_the_description_says_what_it_is() -> None:
+    """GetInfo carries the checkout's commit (first 64 bits) and the description register a meaningful default;
+    a user's description wins."""
+    import subprocess
+
+    import uavcan.node
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    client = Client()
+    try:
+        async with ServoNode(None, servo_env(), loop_clock="simulated") as node:
+            info = client.node.make_client(uavcan.node.GetInfo_1_0, NODE)
+            info.response_timeout = 5.0
+            res = await info.call(uavcan.node.GetInfo_1_0.Request())
+            info.close()
+            assert res is not None
+            assert res[0].software_vcs_revision_id == int(head[:16], 16)
+            assert node.registry.text("uavcan.node.description") == "cyphal-servo: a servo drive controller (one axis)"
+        env = servo_env(UAVCAN__NODE__DESCRIPTION="left arm, joint 3")
+        async with ServoNode(None, env, loop_clock="simulated") as node:
+            assert node.registry.text("uavcan.node.description") == "left arm, joint 3"
+    finally:
+        client.node.close()

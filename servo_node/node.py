@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Mapping, Sequence
 from importlib.metadata import version
@@ -35,12 +36,15 @@ from .axis import Axis
 from .axis_registers import AxisNames, parse_axes
 from .collision import CollisionMonitor
 from .control import ControlLoop, ControlThread
-from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, sole_path
+from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, Severity, sole_path
 from .errors import ConfigurationError, ServoError
 from .registers import ServoRegistry
 from .reports import AxisCounters
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
+ANONYMOUS = 0xFFFF
+"""``uavcan.node.id`` unset: the node asks a plug-and-play allocator for its ID."""
+ALLOCATION_POLL_S = 0.1
 
 
 def vcs_revision() -> int:
@@ -208,6 +212,9 @@ class ServoNode:
         axis_names = parse_axes(reg.text("servo.axes"))
         reg.setdefault(SEVERITY_REGISTER, natural8(int(DEFAULT_SEVERITY)))
         reg.setdefault("uavcan.node.description", string(_description(axis_names)))
+        node_id = int(reg.setdefault("uavcan.node.id", register.Value(natural16=register.Natural16([ANONYMOUS]))))
+        if not 0 <= node_id < ANONYMOUS:
+            await self._allocate_node_id()
         handlers = list(logging.root.handlers)
         node = pycyphal.application.make_node(
             pycyphal.application.NodeInfo(
@@ -250,6 +257,27 @@ class ServoNode:
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
         self.ready.set()
         _logger.info("Node %s up with %d axis(es): %s", node.id, len(self._axes), node)
+
+    async def _allocate_node_id(self) -> None:
+        """No ``uavcan.node.id``: ask the bus's plug-and-play allocator for one (anonymously, by this node's unique-ID,
+        until one is granted) and keep it in the register (persisted: the same ID after a restart)."""
+        from pycyphal.application.plug_and_play import Allocatee
+
+        reg = self.registry
+        unique_id = bytes(reg.setdefault("uavcan.node.unique_id", register.Value(
+            unstructured=register.Unstructured(random.getrandbits(128).to_bytes(16, "little")))))
+        transport = _make_transport(reg)
+        allocatee = Allocatee(transport, unique_id)
+        _logger.warning("No uavcan.node.id: asking the bus's plug-and-play allocator for one (unique-ID %s)",
+                        unique_id.hex())
+        try:
+            while (node_id := allocatee.get_result()) is None:
+                await asyncio.sleep(ALLOCATION_POLL_S)
+        finally:
+            allocatee.close()
+            transport.close()
+        reg["uavcan.node.id"] = register.Value(natural16=register.Natural16([node_id]))
+        self.diagnostics.report(f"node-ID {node_id} allocated by the bus's plug-and-play allocator", Severity.NOTICE)
 
     def _continue_transfer_ids(self, node: pycyphal.application.Node) -> None:
         """Same node-ID as before a RESTART: carry the output transfer-ID counters over (before any publisher)."""

@@ -12,6 +12,7 @@ import uavcan.primitive.array
 import uavcan.register
 
 from servo_node.node import ServoNode
+from tests.node.test_shell import CLIENT as CLIENT_ID
 from tests.node.test_shell import NODE, Client, servo_env
 
 WARNING, ERROR = int(uavcan.diagnostic.Severity_1_0.WARNING), int(uavcan.diagnostic.Severity_1_0.ERROR)
@@ -68,3 +69,28 @@ async def test_getinfo_names_the_revision_and_the_description_says_what_it_is() 
             assert node.registry.text("uavcan.node.description") == "left arm, joint 3"
     finally:
         client.node.close()
+
+
+async def test_a_node_without_an_id_gets_one_from_a_pycyphal_allocator_and_moves() -> None:
+    """No ``uavcan.node.id``: the node asks the bus's plug-and-play allocator (pycyphal's own), keeps the ID in its
+    register, comes up OPERATIONAL under it and follows a setpoint."""
+    from pycyphal.application.plug_and_play import CentralizedAllocator
+
+    client = Client()
+    CentralizedAllocator(client.node)
+    env = {k: v for k, v in servo_env().items() if k != "UAVCAN__NODE__ID"}
+    try:
+        node = ServoNode(None, env, loop_clock="simulated")
+        await asyncio.wait_for(node.start(), 30.0)
+        try:
+            node_id = int(node.registry.setdefault("uavcan.node.id"))  # type: ignore[arg-type]
+            assert 0 <= node_id < 0xFFFF and node_id != CLIENT_ID, node_id
+            axis = node.axis()
+            await client.send(axis, 2.0)
+            axis.advance(0.3)
+            s = axis.loop.sample()
+            assert axis.status()["servo"]["state"] == "engaged" and s.engaged and 0.0 < s.position < 2.0, s
+        finally:
+            await node.close()
+    finally:
+        client.node.close()  # The allocator lives as long as its node.

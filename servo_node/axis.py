@@ -66,6 +66,7 @@ from .reports import (
 )
 from .setpoint import Setpoint
 from .start import Staging, Start
+from .udral_face import Fields, UdralFace
 
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
@@ -130,7 +131,12 @@ class Axis:
             pub = _publisher(node, dtype, names.port(name))
             if pub is not None:
                 self._pubs[name] = pub
-        self.gate = ArmingGate(self._readiness_sub is not None, self.registers.real("servo.deadman_timeout"))
+        self._udral = UdralFace(node, names, self.registers.text("servo.drive.kind") == "rotational",
+                                int(self.registers.real("servo.udral.group_index")),
+                                self.registers.text("servo.udral.group_quantity"),
+                                self.registers.real("servo.udral.bus_voltage"))
+        gated = self._readiness_sub is not None or self._udral.gates
+        self.gate = ArmingGate(gated, self.registers.real("servo.deadman_timeout"))
         self._staging = Staging(self.gate.deadman_timeout_s) if self._start_sub is not None else None
         self._reported_start_refusal = ""
         notes: list[str] = []
@@ -207,6 +213,7 @@ class Axis:
             self._readiness_sub.receive_in_background(self._on_readiness)
         if self._start_sub is not None:
             self._start_sub.receive_in_background(self._on_start)
+        self._udral.start(self._on_udral_setpoint, self._on_udral_readiness, loop.sample, self._udral_state)
         if self._follower is not None:
             self._follower.on_sample = self._on_leader_sample
             self._follower.on_state = self._feedback_due.set
@@ -269,6 +276,7 @@ class Axis:
         tasks, self._tasks = self._tasks, []
         self._feedback_due.set()
         await cancel_and_wait(tasks)
+        await self._udral.close()
         if self._drive is not None:
             await self._drive.stop()
             self._drive = None
@@ -352,6 +360,29 @@ class Axis:
                 self._loop.stop()
         elif self.gate.error_code is ErrorCode.NODE_ID_COLLISION:
             self.gate.on_recovered("the node-ID collision is over; waiting for a setpoint")
+
+    def _on_udral_setpoint(self, fields: Fields | str, meta: pycyphal.transport.TransferFrom) -> None:
+        """A UDRAL setpoint (single or group): the same intake, gate and loop as the Telega one."""
+        if isinstance(fields, str):
+            self._intake.reject(fields)
+            return
+        at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)
+        position, velocity, force, v_lim, a_lim = fields
+        received = self._intake.accept_fields(position, velocity, force, v_lim, a_lim, 0.0, at_s,
+                                              meta.source_node_id, zero_velocity_holds=True)
+        if received is not None:
+            self.apply(received)
+            self._udral.applied()  # Published after every setpoint, even in STANDBY (the service's rule).
+
+    def _on_udral_readiness(self, value: int, meta: pycyphal.transport.TransferFrom) -> None:
+        self.gate.on_readiness(value, self.now() if self.loop_clock == "simulated" else reception_time_s(meta))
+        self._udral.applied()
+
+    def _udral_state(self) -> tuple[bool, int, int]:
+        """(engaged, health, error count) for the UDRAL publications."""
+        s = self.loop.sample()
+        errors = self.counters.setpoints_rejected + self._registry.refused_writes + s.error_count
+        return self.gate.update(self.now()) is ServoState.ENGAGED, int(self.health()), errors
 
     async def _on_readiness(self, msg: zubax.service.Readiness_1_0, meta: pycyphal.transport.TransferFrom) -> None:
         received_at_s = self.now() if self.loop_clock == "simulated" else reception_time_s(meta)

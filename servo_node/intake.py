@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pycyphal
@@ -55,22 +56,22 @@ class SetpointIntake:
         self, msg: zubax.telega.ServoCommand_1_0, received_at_s: float, source: int | None = None
     ) -> Received | None:
         """The setpoint in ``msg``, or None if it is rejected (counted; reported when the reason changes)."""
+        kin = msg.target.kinematics
+        return self.accept_fields(kin.position, kin.velocity, msg.target.force, msg.profile_velocity_reverse_forward,
+                                  msg.profile_deceleration_acceleration, msg.profile_jerk, received_at_s, source)
+
+    def accept_fields(
+        self, position: float, velocity: float, force: float, velocity_reverse_forward: Sequence[float],
+        deceleration_acceleration: Sequence[float], jerk: float, received_at_s: float, source: int | None = None,
+        zero_velocity_holds: bool = False,
+    ) -> Received | None:
+        """A setpoint from its fields (any face: Telega, UDRAL), validated against the axis's defaults and floors."""
         reg = self._reg
         v_lim = reg.reals("servo.profile.velocity")
         a_lim = reg.reals("servo.profile.acceleration")
         defaults = ProfileLimits(v_lim[0], v_lim[1], a_lim[0], a_lim[1], reg.real("servo.profile.jerk"))
-        kin = msg.target.kinematics
-        result = interpret(
-            kin.position,
-            kin.velocity,
-            msg.target.force,
-            msg.profile_velocity_reverse_forward,
-            msg.profile_deceleration_acceleration,
-            msg.profile_jerk,
-            defaults,
-            reg.real("servo.torque_limit"),
-            self.floors,
-        )
+        result = interpret(position, velocity, force, velocity_reverse_forward, deceleration_acceleration, jerk,
+                           defaults, reg.real("servo.torque_limit"), self.floors, zero_velocity_holds)
         if isinstance(result, Rejected):
             self.reject(result.reason)
             return None

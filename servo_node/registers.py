@@ -23,7 +23,13 @@ Register                               Type          Default             Meaning
                                                                          (``sys.motion`` ``settled``)
 ``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
-``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
+``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N);
+                                                                         also the UDRAL face's Planar or Linear
+``servo.udral.group_index``            natural16     0                   UDRAL group mode: this axis's element of the
+                                                                         ``sp.*`` array (0..30)
+``servo.udral.group_quantity``         string        "position"          UDRAL group mode: what the element commands
+                                                                         (``position`` or ``velocity``)
+``servo.udral.bus_voltage``            real32        48                  UDRAL power estimate: the nominal DC bus [V]
 ``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
 ``servo.drive.feedback_timeout``       real32        0.5                 remote drive silence that is an error [second]
 ``servo.drive.node_id``                natural16     65535               udral backend: the drive's node-ID; messages
@@ -141,6 +147,13 @@ PORTS: Mapping[str, str] = {
     "uavcan.sub.drive_feedback": "udral backend: reg.udral.service.actuator.common.Feedback",
     "uavcan.sub.mimic_leader": "zubax.physics.dynamics.DoF3rdTs.1.0: the leader's dynamics; set: this is a follower",
     "uavcan.sub.mimic_leader_feedback": "zubax.service.actuator.Feedback.1.0: the leader's state (needed to follow)",
+    "uavcan.sub.servo.setpoint": "UDRAL servo: reg.udral.physics.dynamics.rotation.Planar / translation.Linear",
+    "uavcan.sub.servo.group_setpoint": "UDRAL servo group: reg.udral.service.actuator.common.sp.Vector31 (or smaller)",
+    "uavcan.sub.servo.readiness": "UDRAL servo: reg.udral.service.common.Readiness",
+    "uavcan.pub.servo.feedback": "UDRAL servo: reg.udral.service.actuator.common.Feedback",
+    "uavcan.pub.servo.status": "UDRAL servo: reg.udral.service.actuator.common.Status at 1 Hz",
+    "uavcan.pub.servo.power": "UDRAL servo: reg.udral.physics.electricity.PowerTs (torque × velocity estimate)",
+    "uavcan.pub.servo.dynamics": "UDRAL servo: reg.udral.physics.dynamics.rotation.PlanarTs / translation.LinearTs",
 }
 """Every port the node may use and its type; configure with ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
 
@@ -194,6 +207,9 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.time_sync.master_node_id": RegisterSpec(natural16(NODE_ANY), _NODE_ID_OR_ANY),
     "servo.axes": RegisterSpec(string(""), _axis_list),
+    "servo.udral.group_index": RegisterSpec(natural16(0), scalar(lambda x: x == int(x) and 0 <= x <= 30, "in 0..30")),
+    "servo.udral.group_quantity": RegisterSpec(string("position"), choice("position", "velocity")),
+    "servo.udral.bus_voltage": RegisterSpec(real32(48), _POSITIVE),
     **JOINT_SPECS,
 }
 """The application registers (see the module docstring for their meaning)."""

@@ -124,10 +124,13 @@ def interpret(
     defaults: ProfileLimits,
     default_force_limit: float,
     floors: Floors = Floors(),
+    zero_velocity_holds: bool = False,
 ) -> Setpoint | Rejected:
     """Validate the fields of a servo command and fill the defaults; see the module docstring for the rules.
 
-    Limits above the envelope are the loop's to clip; limits below ``floors`` are rejected here.
+    Limits above the envelope are the loop's to clip; limits below ``floors`` are rejected here. In velocity mode
+    (±inf position) a zero target velocity means the profile's speed in that direction (Telega), unless
+    ``zero_velocity_holds`` (UDRAL: velocity 0 is a velocity to reach).
     """
     vr, vf = (float(x) for x in velocity_reverse_forward)
     dec, acc = (float(x) for x in deceleration_acceleration)
@@ -177,7 +180,7 @@ def interpret(
     velocity = float(velocity)
     if math.isinf(position):
         # Velocity mode: the sign comes from the target velocity, or from the infinity with the profile's limit.
-        if velocity == 0.0:
+        if velocity == 0.0 and not zero_velocity_holds:
             velocity = v_max if position > 0 else v_min
         return Setpoint(position, velocity, limits, force_limit, velocity_mode=True)
     return Setpoint(position, velocity, limits, force_limit)

@@ -134,6 +134,8 @@ REQUIRED_TYPES = [
             "kinematics.rotation.PlanarTs",
             "kinematics.translation.Linear",
             "kinematics.translation.LinearTs",
+            "electricity.Power",
+            "electricity.PowerTs",
         )
     ],
     *[
@@ -144,6 +146,8 @@ REQUIRED_TYPES = [
             "actuator.common.Feedback",
             "actuator.common.Status",
             "actuator.common.FaultFlags",
+            *(f"actuator.common.sp.{v}" for v in ("Scalar", "Vector2", "Vector3", "Vector4", "Vector6", "Vector8",
+                                                   "Vector31")),
         )
     ],
 ]

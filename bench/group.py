@@ -72,8 +72,7 @@ async def _group_moves(moves: int, readers: list[Any]) -> list[float]:
 
 
 async def _start_moves(moves: int, readers: list[Any]) -> list[float]:
-    from servo_node.coord import Coordinator
-    from servo_node.coord._logic import Axis
+    from servo_node.coord._logic import Axis, Coordinator
 
     axes = [Axis(n, 6110 + k, 6120 + k, f"n{n}") for k, n in enumerate(NODES)]
     env = {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(COORD)}
@@ -108,7 +107,9 @@ def main() -> None:
     print("| path | moves | arrival spread ms p50 / p99 / max |\n|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("group", "start"):
-            ms = sorted(x * 1e3 for x in _run(mode, args.moves, Path(tmp)))
+            raw = [x * 1e3 for x in _run(mode, args.moves, Path(tmp))]
+            print(f"{mode}: {', '.join(f'{x:.3f}' for x in raw)}", file=sys.stderr)
+            ms = sorted(raw)
             p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
             print(f"| {mode} | {len(ms)} | {statistics.median(ms):.3f} / {p99:.3f} / {ms[-1]:.3f} |", flush=True)
 

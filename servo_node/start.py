@@ -11,11 +11,11 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
 - A start applies the staged setpoint if it is younger than the deadman and the start lies within
   [now − deadman, now + :data:`MAX_LEAD_S`]; otherwise it is refused with a reason.
 - A start is obeyed only from the node that published the setpoint it starts (an anonymous one never), and only
-  for a setpoint *received before the start was*: a stranger's start, or a start sent ahead of its setpoint, is
-  refused with a reason. Received means the transport's reception timestamps, not the order the two are handled
-  in: they travel on different subjects and are handled by different tasks, so a start handled before the
-  setpoint that was received just before it waits for it; if none comes it lapses (refused, once the deadman has
-  passed after its instant).
+  for a setpoint *received before the start was* (to :data:`REORDER_S`): a stranger's start, or a start sent ahead
+  of its setpoint, is refused with a reason. Received means the transport's reception timestamps, not the order the
+  two are handled in: they travel on different subjects and are handled by different tasks, so a start handled
+  before the setpoint that was received just before it waits for it; if none comes it lapses (refused, once the
+  deadman has passed after its instant).
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
   pending (a repeat must not start it early).
 
@@ -31,6 +31,12 @@ from .setpoint import Setpoint
 
 MAX_LEAD_S = 1.0
 """A start at most this far ahead is accepted (farther: a wrong clock, refused rather than waited for)."""
+
+REORDER_S = 0.05
+"""How much later than its start a setpoint may be stamped and still count as received before it. The two travel
+on different subjects, stamped by different receiving threads: a coordinator's start sent right after its burst is
+stamped before the last setpoint now and then (by a few ms, more under load). A start sent ahead of its setpoint
+(by more than this) is still refused."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ class Staging:
         if sp == active:
             return max(at_s, self._start_at)
         p = self._pending
-        if p is not None and source == p.source and at_s <= p.received_at_s:
+        if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
             self.staged, self._start_at, self._pending = None, p.at_s, None
             return Start(sp, p.at_s, at_s)
         if sp != self.staged or source != self._staged_by:
@@ -90,7 +96,7 @@ class Staging:
         sp = self.staged
         if sp is not None and now_s - self._staged_at > self.deadman_s:
             self.staged = sp = None
-        if sp is not None and self._staged_first > now_s:
+        if sp is not None and self._staged_first > now_s + REORDER_S:
             return "start received before its setpoint"  # Handled after it, but the setpoint came later.
         if sp is not None and source != self._staged_by:
             return f"start from node {source}: the staged setpoint is node {self._staged_by}'s"

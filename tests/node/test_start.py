@@ -11,7 +11,7 @@ import uavcan.time
 
 from servo_node.node import ServoNode
 from servo_node.setpoint import ProfileLimits, Setpoint
-from servo_node.start import MAX_LEAD_S, Staging
+from servo_node.start import MAX_LEAD_S, REORDER_S, Staging
 from tests.node.test_shell import DEADMAN_S, Client, servo_env, until
 
 START = 28
@@ -50,8 +50,13 @@ def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
     assert started is not None and not isinstance(started, float)
     assert started.setpoint == _sp(1.0) and started.at_s == 1.05 and started.received_at_s == 1.0
     assert s.offer(_sp(2.0), 1.01, _sp(1.0), COORD) is None  # The start was used: the next one is staged.
-    late = Staging(DEADMAN_S)
-    assert late.start(1.2, 1.1, COORD) is None and late.offer(_sp(3.0), 1.11, None, COORD) is None  # Sent later.
+    # Stamped a little after its start (receiving threads race; within REORDER_S): still the start's setpoint.
+    raced = Staging(DEADMAN_S)
+    assert raced.start(1.2, 1.1, COORD) is None
+    released = raced.offer(_sp(3.0), 1.1 + 0.8 * REORDER_S, None, COORD)
+    assert released is not None and not isinstance(released, float) and released.at_s == 1.2
+    late = Staging(DEADMAN_S)  # Sent later than that: staged, not started.
+    assert late.start(1.2, 1.1, COORD) is None and late.offer(_sp(3.0), 1.1 + 2 * REORDER_S, None, COORD) is None
 
 
 def test_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it() -> None:
@@ -62,7 +67,8 @@ def test_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it()
     assert s.offer(_sp(1.0), 1.1, None, COORD) is None  # ...but this setpoint came after it: staged, not started.
     assert s.start(1.2, 1.15, STRANGER) == f"start from node {STRANGER}: the staged setpoint is node {COORD}'s"
     assert s.start(1.2, 1.15, None) == "start from an anonymous node"
-    assert s.start(1.2, 1.05, COORD) == "start received before its setpoint"  # Handled after it, received before.
+    # Handled after it, but received before it (by more than the receiving threads' race, REORDER_S):
+    assert s.start(1.2, 1.1 - 2 * REORDER_S, COORD) == "start received before its setpoint"
     started = s.start(1.25, 1.2, COORD)
     assert not isinstance(started, str) and started is not None and started.setpoint == _sp(1.0)
     assert s.start(1.4, 1.3, STRANGER) is None and s.offer(_sp(2.0), 1.29, _sp(1.0), COORD) is None  # Not his.

@@ -107,9 +107,7 @@ def main() -> None:
     print("| path | moves | arrival spread ms p50 / p99 / max |\n|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("group", "start"):
-            raw = [x * 1e3 for x in _run(mode, args.moves, Path(tmp))]
-            print(f"{mode}: {', '.join(f'{x:.3f}' for x in raw)}", file=sys.stderr)
-            ms = sorted(raw)
+            ms = sorted(x * 1e3 for x in _run(mode, args.moves, Path(tmp)))
             p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
             print(f"| {mode} | {len(ms)} | {statistics.median(ms):.3f} / {p99:.3f} / {ms[-1]:.3f} |", flush=True)
 

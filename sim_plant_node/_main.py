@@ -1,6 +1,9 @@
 """The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node (Cyphal/UDRAL, or
 with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`).
 
+``sim-plant arm-step …`` is an offline subcommand (:mod:`sim_plant_node._arm_step`: the coupled arm's step response
+against an independent integration); any other first argument is the node's options, as before.
+
 The node module imports generated types and ``pycyphal.application`` (which imports the ``uavcan`` namespace),
 so it is imported only after :func:`cyphal_common.dsdl.ensure_compiled`.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 DEFAULT_REGISTRY = "sim_plant.db"
 """Register file of the node unless ``--registry`` says otherwise (in the current directory)."""
@@ -17,8 +21,15 @@ DEFAULT_REGISTRY = "sim_plant.db"
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``sim-plant``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["arm-step"]:
+        from ._arm_step import main as arm_step  # Offline: no DSDL, no node.
+
+        return arm_step(argv[1:])
     ap = argparse.ArgumentParser(
-        prog="sim-plant", description="One simulated joint as a Cyphal node speaking the UDRAL servo interface."
+        prog="sim-plant",
+        description="One simulated joint as a Cyphal node speaking the UDRAL servo interface.",
+        epilog="sim-plant arm-step --help: the coupled arm's step response (offline, no node).",
     )
     ap.add_argument(
         "--registry",

@@ -170,12 +170,23 @@ def _law(k: FloatArray, law: int, kp: float, kd: float, qd1: float, qd2: float, 
 
 
 @njit(cache=True, nogil=True)
-def _accel(k: FloatArray, q2: float, q3: float, w1: float, w2: float, w3: float,
-           t1: float, t2: float, t3: float) -> tuple[float, float, float]:
-    """q̈ = A⁻¹·(Q − C − g): the yaw row alone, the in-plane 2×2 block by Cramer's rule."""
+def _stage(k: FloatArray, law: int, kp: float, kd: float, qd: FloatArray, hold: FloatArray,
+           q1: float, q2: float, q3: float, w1: float, w2: float, w3: float) -> tuple[float, float, float]:
+    """q̈ = A⁻¹·(Q − C − g) at one state, Q the held torques (law < 0) or the law's there; A, C, g evaluated once.
+    The yaw row is solved alone, the in-plane 2×2 block by Cramer's rule."""
     a11, a22, a23, a33 = _inertia(k, q2, q3)
     c1, c2, c3 = _velocity(k, q2, q3, w1, w2, w3)
     _, gr2, gr3 = _gravity(k, q2, q3)
+    if law < 0:
+        t1, t2, t3 = hold[0], hold[1], hold[2]
+    else:
+        v1, v2, v3 = kp * (qd[0] - q1) - kd * w1, kp * (qd[1] - q2) - kd * w2, kp * (qd[2] - q3) - kd * w3
+        if law == 0:
+            t1, t2, t3 = a11 * v1 + c1, a22 * v2 + a23 * v3 + c2 + gr2, a23 * v2 + a33 * v3 + c3 + gr3
+        elif law == 1:
+            t1, t2, t3 = v1, v2 + gr2, v3 + gr3
+        else:
+            t1, t2, t3 = v1, v2, v3
     r1, r2, r3 = t1 - c1, t2 - c2 - gr2, t3 - c3 - gr3
     det = a22 * a33 - a23 * a23
     return r1 / a11, (a33 * r2 - a23 * r3) / det, (a22 * r3 - a23 * r2) / det
@@ -187,30 +198,20 @@ def _rk4_step(k: FloatArray, x: FloatArray, h: float, law: int, kp: float, kd: f
     """Advance x = (q1, q2, q3, q̇1, q̇2, q̇3) by h in place; law < 0 holds the torques ``hold``, else evaluates
     the law at every RK4 stage (the continuous law)."""
     q1, q2, q3, w1, w2, w3 = x[0], x[1], x[2], x[3], x[4], x[5]
-    t1, t2, t3 = hold[0], hold[1], hold[2]
-    if law >= 0:
-        t1, t2, t3 = _law(k, law, kp, kd, qd[0], qd[1], qd[2], q1, q2, q3, w1, w2, w3)
-    a1, a2, a3 = _accel(k, q2, q3, w1, w2, w3, t1, t2, t3)  # stage 1
+    a1, a2, a3 = _stage(k, law, kp, kd, qd, hold, q1, q2, q3, w1, w2, w3)
     hh = 0.5 * h
-    p1, p2, p3 = q1 + hh * w1, q2 + hh * w2, q3 + hh * w3
     u1, u2, u3 = w1 + hh * a1, w2 + hh * a2, w3 + hh * a3
-    if law >= 0:
-        t1, t2, t3 = _law(k, law, kp, kd, qd[0], qd[1], qd[2], p1, p2, p3, u1, u2, u3)
-    b1, b2, b3 = _accel(k, p2, p3, u1, u2, u3, t1, t2, t3)  # stage 2
+    b1, b2, b3 = _stage(k, law, kp, kd, qd, hold, q1 + hh * w1, q2 + hh * w2, q3 + hh * w3, u1, u2, u3)
     sq1, sq2, sq3 = w1 + 2.0 * u1, w2 + 2.0 * u2, w3 + 2.0 * u3
     sw1, sw2, sw3 = a1 + 2.0 * b1, a2 + 2.0 * b2, a3 + 2.0 * b3
     p1, p2, p3 = q1 + hh * u1, q2 + hh * u2, q3 + hh * u3
     u1, u2, u3 = w1 + hh * b1, w2 + hh * b2, w3 + hh * b3
-    if law >= 0:
-        t1, t2, t3 = _law(k, law, kp, kd, qd[0], qd[1], qd[2], p1, p2, p3, u1, u2, u3)
-    c1, c2, c3 = _accel(k, p2, p3, u1, u2, u3, t1, t2, t3)  # stage 3
+    c1, c2, c3 = _stage(k, law, kp, kd, qd, hold, p1, p2, p3, u1, u2, u3)
     sq1, sq2, sq3 = sq1 + 2.0 * u1, sq2 + 2.0 * u2, sq3 + 2.0 * u3
     sw1, sw2, sw3 = sw1 + 2.0 * c1, sw2 + 2.0 * c2, sw3 + 2.0 * c3
     p1, p2, p3 = q1 + h * u1, q2 + h * u2, q3 + h * u3
     u1, u2, u3 = w1 + h * c1, w2 + h * c2, w3 + h * c3
-    if law >= 0:
-        t1, t2, t3 = _law(k, law, kp, kd, qd[0], qd[1], qd[2], p1, p2, p3, u1, u2, u3)
-    d1, d2, d3 = _accel(k, p2, p3, u1, u2, u3, t1, t2, t3)  # stage 4
+    d1, d2, d3 = _stage(k, law, kp, kd, qd, hold, p1, p2, p3, u1, u2, u3)
     h6 = h / 6.0
     x[0] = q1 + h6 * (sq1 + u1)
     x[1] = q2 + h6 * (sq2 + u2)

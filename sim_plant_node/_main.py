@@ -53,10 +53,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="IFACE",
         help="CAN bus of --canopen, uavcan.can.iface syntax: udpmc:GROUP[:PORT], socketcan:can0, virtual:NAME",
     )
+    ap.add_argument(
+        "--arm",
+        action="store_true",
+        help="serve the coupled 3-DOF arm's base, shoulder and elbow as three UDRAL drives (ports <joint>.setpoint "
+        "etc., registers arm.<joint>.*) stepping one plant",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
     if (args.canopen is None) != (args.can is None):
         ap.error("--canopen NODE_ID and --can IFACE go together")
+    if args.arm and args.canopen is not None:
+        ap.error("--arm is a Cyphal node; it does not go with --canopen")
     if args.canopen is not None and not 1 <= args.canopen <= 127:
         ap.error(f"--canopen: node-ID must be 1..127, got {args.canopen}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -74,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from .cia402._app import run as run_canopen  # Deferred: the registers need the compiled DSDL.
 
             return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can))
+        if args.arm:
+            from ._arm_app import run_arm  # Deferred: needs the compiled DSDL.
+
+            return asyncio.run(run_arm(registry_file, args.fresh_registry))
         from ._app import run  # Deferred: needs the compiled DSDL.
 
         return asyncio.run(run(registry_file, args.fresh_registry))

@@ -1,9 +1,10 @@
 """Speed of the simulated plant: steps per second and real-time factor at 1 kHz, plus compile/import times.
 
 Run: ``.venv/bin/python bench/plant.py``.  Goals: one joint stepped from Python ≥ 500x real time, 1 000 joints
-stepped together ≥ 50x real time.  The 1 000-joint cases are shown serial (``step_joints``, what ``JointArray.step``
-uses below ``PARALLEL_MIN_JOINTS``) and parallel (``step_joints_parallel``, numba threads); on a shared machine
-run it several times.
+stepped together ≥ 50x real time, the coupled 3-DOF arm (``sim_plant.arm``, RK4: four evaluations of A, C, g per
+step) stepped from Python ≥ 500x real time like the one joint it replaces three of.  The 1 000-joint cases are
+shown serial (``step_joints``, what ``JointArray.step`` uses below ``PARALLEL_MIN_JOINTS``) and parallel
+(``step_joints_parallel``, numba threads); on a shared machine run it several times.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from sim_plant import Joint, JointArray, JointParams
+from sim_plant import Joint, JointArray, JointParams, arm
 from sim_plant import _kernels as k
 from sim_plant._joint import PARALLEL_MIN_JOINTS
 
@@ -113,6 +114,19 @@ def main() -> None:
     pairs_par = chains()
     pairs_par_rate = rate(lambda: k.step_joints_parallel(pairs_par.params, pairs_par.state, DT_S))
 
+    arm_k = arm._constants(arm.ArmParams())
+    arm_x = np.array([0.0, 0.5, 1.0, 0.5, 0.0, 0.0])
+    arm_hold = np.array([0.2, -3.0, -1.0])  # a held torque (the drive's torque mode)
+    arm_qd = np.zeros(3)
+    arm._rk4_step(arm_k, arm_x, DT_S, -1, 0.0, 0.0, arm_qd, arm_hold)
+    arm_rate = rate(lambda: arm._rk4_step(arm_k, arm_x, DT_S, -1, 0.0, 0.0, arm_qd, arm_hold))
+    arm_n = 10_000  # simulate(): the computed-torque law evaluated at every RK4 stage, all in numba
+    arm.simulate(arm.ArmParams(), "ct", [0.0] * 3, [0.0] * 3, [1.0] * 3, 0.01, DT_S)
+    arm_loop_rate = rate(
+        lambda: arm.simulate(arm.ArmParams(), "ct", [0.0] * 3, [0.0] * 3, [1.0] * 3, arm_n * DT_S, DT_S),
+        windows=5,
+    ) * arm_n
+
     threads = f"{numba.threading_layer()}, {numba.get_num_threads()} threads"
     rows = [
         ("1 joint, Joint.step(1 ms) from Python", one_rate, 1, 500.0),
@@ -121,12 +135,15 @@ def main() -> None:
         ("1000 joints, command+step_joints in a numba loop", loop_rate, 1000, 50.0),
         ("500 motor joints carrying 500 spring-dampers (serial)", pairs_rate, 1000, 50.0),
         ("500 motor joints + 500 spring-dampers, parallel", pairs_par_rate, 1000, 50.0),
+        ("coupled 3-DOF arm, one RK4 step (1 ms) from Python", arm_rate, 3, 500.0),
+        ("coupled 3-DOF arm, simulate() under computed torque", arm_loop_rate, 3, 500.0),
     ]
     print(f"{'case':<56} {'steps/s':>12} {'joint-steps/s':>14} {'x real time':>12} {'goal':>6}")
     for name, r, n, goal in rows:
         ok = "ok" if r * DT_S >= goal else "MISS"
         print(f"{name:<56} {r:>12,.0f} {r * n:>14,.0f} {r * DT_S:>12,.1f} {goal:>5.0f}x {ok}")
     print(f"parallel rows: numba {threads}; JointArray.step goes parallel from {PARALLEL_MIN_JOINTS} joints")
+    print(f"coupled arm against one joint, both stepped from Python: {arm_rate / one_rate:.2f}x the steps per second")
     print()
     print(f"cold numba cache: import {cold_import:.2f} s, first Joint+step (compile) {cold_first:.2f} s")
     print(f"warm numba cache: import {warm_import:.2f} s, first Joint+step {warm_first:.3f} s")

@@ -4,6 +4,7 @@
 soft limits, hard stops, spring, damper, static friction, motor force feedback); ``JointArray`` steps many joints,
 including a motor joint carrying a spring-damper joint, in one numba call.  The numerics live in
 ``sim_plant._kernels`` (documented array layout and ``@njit`` command helpers callable from other numba code).
+``sim_plant.arm`` is the coupled 3-DOF arm of the Webots paper (A(q)·q̈ + C + g = Q, its control laws).
 Pure numerics: numpy and numba only, no Cyphal and no event loop (tests/test_layering.py checks it).
 """
 

@@ -76,6 +76,11 @@ Stepping: a dedicated thread (:class:`sim_plant_node._plant.Plant`) wakes at abs
 equals wall time however late the wake-up (the kernel sub-steps internally and releases the GIL); a lock guards
 the joint. The asyncio side only issues commands and samples.
 
+``sim-plant --arm`` serves the coupled 3-DOF arm instead (:mod:`sim_plant_node._arm_app`): three such drives on
+one node, ports ``base.setpoint``, ``shoulder.setpoint``, ``elbow.setpoint`` etc., one coupled plant
+(:mod:`sim_plant.arm_motors`) stepped by ``_arm_plant``. ``sim-plant arm-step`` is an offline figure
+(:mod:`sim_plant_node._arm_step`).
+
 Modules: ``_plant`` (setpoint interpretation and the stepping thread; no pycyphal), ``_app`` (registers, ports,
 :func:`~sim_plant_node._app.run`), ``_main`` (the command line: compiles the DSDL, then imports ``_app``). The
 numerics are :mod:`sim_plant`; the Cyphal plumbing shared with the servo node is :mod:`cyphal_common`.

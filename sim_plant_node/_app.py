@@ -37,7 +37,7 @@ from cyphal_common.transport import make_transport
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
 from sim_plant import JointParams
 
-from ._plant import Command, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
+from ._plant import Command, JointDrive, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
 from ._plant import Mode as PlantMode
 
 NODE_NAME = "io.github.cyphal_servo.sim_plant"
@@ -108,24 +108,33 @@ def _software_version() -> uavcan.node.Version_1_0:
 
 
 class SimPlantNode:
-    """The ports of the node bridged to a :class:`Plant`: setpoints/readiness in, dynamics/feedback/status out."""
+    """The ports of the node bridged to a :class:`Plant` (or an arm joint): setpoints/readiness in,
+    dynamics/feedback/status out. Ports are ``<service>.setpoint`` etc.; with ``own_health`` it sets the node's
+    heartbeat health (a node serving several joints sets the worst of theirs itself)."""
 
     def __init__(
-        self, node: pycyphal.application.Node, plant: Plant, publish_rate_hz: float, quick_stop_deceleration: float
+        self,
+        node: pycyphal.application.Node,
+        plant: JointDrive,
+        publish_rate_hz: float,
+        quick_stop_deceleration: float,
+        service: str = "servo",
+        own_health: bool = True,
     ) -> None:
         """Create the ports (unset ones stay None) and start in STANDBY with the joint passive."""
         self._node = node
+        self._own_health = own_health
         self._plant = plant
         self._quick_stop_deceleration = quick_stop_deceleration
         self._rotational = plant.params.kind == "rotational"
         self._publish_period = 1.0 / publish_rate_hz
         setpoint_t = dynamics_type(self._rotational)
         dynamics_t = dynamics_ts_type(self._rotational)
-        self._sub_setpoint = self._port(node.make_subscriber, setpoint_t, "servo.setpoint")
-        self._sub_readiness = self._port(node.make_subscriber, common.Readiness_0_1, "servo.readiness")
-        self._pub_dynamics = self._port(node.make_publisher, dynamics_t, "servo.dynamics")
-        self._pub_feedback = self._port(node.make_publisher, actuator.Feedback_0_1, "servo.feedback")
-        self._pub_status = self._port(node.make_publisher, actuator.Status_0_1, "servo.status")
+        self._sub_setpoint = self._port(node.make_subscriber, setpoint_t, f"{service}.setpoint")
+        self._sub_readiness = self._port(node.make_subscriber, common.Readiness_0_1, f"{service}.readiness")
+        self._pub_dynamics = self._port(node.make_publisher, dynamics_t, f"{service}.dynamics")
+        self._pub_feedback = self._port(node.make_publisher, actuator.Feedback_0_1, f"{service}.feedback")
+        self._pub_status = self._port(node.make_publisher, actuator.Status_0_1, f"{service}.status")
         never = -math.inf
         self._readiness = common.Readiness_0_1.STANDBY
         self._readiness_at = never
@@ -211,8 +220,8 @@ class SimPlantNode:
     async def _supervise_loop(self) -> None:
         while True:
             self._supervise(time.monotonic())
-            health = self.health(time.monotonic())
-            self._node.heartbeat_publisher.health = health
+            if self._own_health:
+                self._node.heartbeat_publisher.health = self.health(time.monotonic())
             await asyncio.sleep(SUPERVISE_PERIOD_S)
 
     # ------------------------------------------------------------------ outputs

@@ -1,6 +1,9 @@
 """The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node (Cyphal/UDRAL, or
 with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`).
 
+``sim-plant arm-step …`` is an offline subcommand (:mod:`sim_plant_node._arm_step`: the coupled arm's step response
+against an independent integration); any other first argument is the node's options, as before.
+
 The node module imports generated types and ``pycyphal.application`` (which imports the ``uavcan`` namespace),
 so it is imported only after :func:`cyphal_common.dsdl.ensure_compiled`.
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sys
 
 DEFAULT_REGISTRY = "sim_plant.db"
 """Register file of the node unless ``--registry`` says otherwise (in the current directory)."""
@@ -17,8 +21,15 @@ DEFAULT_REGISTRY = "sim_plant.db"
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``sim-plant``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["arm-step"]:
+        from ._arm_step import main as arm_step  # Offline: no DSDL, no node.
+
+        return arm_step(argv[1:])
     ap = argparse.ArgumentParser(
-        prog="sim-plant", description="One simulated joint as a Cyphal node speaking the UDRAL servo interface."
+        prog="sim-plant",
+        description="One simulated joint as a Cyphal node speaking the UDRAL servo interface.",
+        epilog="sim-plant arm-step --help: the coupled arm's step response (offline, no node).",
     )
     ap.add_argument(
         "--registry",
@@ -42,10 +53,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="IFACE",
         help="CAN bus of --canopen, uavcan.can.iface syntax: udpmc:GROUP[:PORT], socketcan:can0, virtual:NAME",
     )
+    ap.add_argument(
+        "--arm",
+        action="store_true",
+        help="serve the coupled 3-DOF arm's base, shoulder and elbow as three UDRAL drives (ports <joint>.setpoint "
+        "etc., registers arm.<joint>.*) stepping one plant",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
     if (args.canopen is None) != (args.can is None):
         ap.error("--canopen NODE_ID and --can IFACE go together")
+    if args.arm and args.canopen is not None:
+        ap.error("--arm is a Cyphal node; it does not go with --canopen")
     if args.canopen is not None and not 1 <= args.canopen <= 127:
         ap.error(f"--canopen: node-ID must be 1..127, got {args.canopen}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
@@ -63,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
             from .cia402._app import run as run_canopen  # Deferred: the registers need the compiled DSDL.
 
             return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can))
+        if args.arm:
+            from ._arm_app import run_arm  # Deferred: needs the compiled DSDL.
+
+            return asyncio.run(run_arm(registry_file, args.fresh_registry))
         from ._app import run  # Deferred: needs the compiled DSDL.
 
         return asyncio.run(run(registry_file, args.fresh_registry))

@@ -11,6 +11,7 @@ import logging
 import math
 import threading
 import time
+from typing import Protocol
 
 from sim_plant import Joint, JointParams
 
@@ -95,6 +96,23 @@ class Sample:
     force: float  # force the motor applies: motor force feedback, or the applied force in force control
     available_force: float  # the motor force Fm currently available (0 when passive)
     mode: Mode
+
+
+class JointDrive(Protocol):
+    """What the UDRAL node drives: a :class:`Plant`, or one joint of the coupled arm (``_arm_plant.ArmJoint``)."""
+
+    params: JointParams
+
+    @property
+    def alive(self) -> bool: ...
+
+    def apply(self, command: Command) -> None: ...
+
+    def passive(self) -> None: ...
+
+    def quick_stop(self, deceleration: float) -> float: ...
+
+    def sample(self) -> Sample: ...
 
 
 class Plant:

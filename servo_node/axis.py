@@ -137,14 +137,11 @@ class Axis:
         try:
             self.config: LoopConfig = loop_config(self.registers, notes)
         except ConfigurationError as ex:
-            self.fault = str(ex)
             self.config = LoopConfig()
-            self.gate.on_error(self.fault, ErrorCode.DRIVE_INCAPABLE)
-            notes.append(f"servo disabled: {self.fault}")
+            self._disable(str(ex))
         for note in notes:
             diagnostics.report(f"{names.label}{note}")
         self._intake.floors = setpoint_floors(self.config.envelope)
-        self._intake.fault = self.fault
         self.registers.serve("sys.status", json_register(self.status))
         self.registers.serve("sys.motion", json_register(self.motion))
         self.registers.serve("sys.reference", real64_register(self.reference))
@@ -190,7 +187,11 @@ class Axis:
         if self._started or self._closed:
             return
         self._started = True
-        self._drive = drive_from_registers(self.registers, self._node, self.names.port(""))
+        try:
+            self._drive = drive_from_registers(self.registers, self._node, self.names.port(""))
+        except ConfigurationError as ex:
+            self._disable(str(ex))  # No drive, no loop: sys.status says why; nothing can move.
+            return
         # Loading (or compiling) the numba kernels takes a while; off the event loop, heartbeats keep going.
         loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, self._drive)
         self._loop = loop
@@ -213,6 +214,14 @@ class Axis:
         ]
         if self._setpoint_port is not None:
             self._tasks.append(asyncio.create_task(self._setpoint_task(), name=f"{self.names.label}setpoints"))
+
+    def _disable(self, fault: str) -> None:
+        """This axis cannot actuate as configured: an error with the reason, every setpoint refused."""
+        if not self.fault:
+            self.fault = fault
+            self._intake.fault = fault
+            self.gate.on_error(fault, ErrorCode.DRIVE_INCAPABLE)
+            self._diag.report(f"{self.names.label}servo disabled: {fault}")
 
     def _start_loop(self, drive: Drive) -> ControlLoop:
         loop = ControlLoop(self.config, drive, clock=self.loop_clock)

@@ -21,7 +21,8 @@ Register                               Type          Default             Meaning
                                                                          where permitted (root or CAP_SYS_NICE); 0: off
 ``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
                                                                          (``sys.motion`` ``settled``)
-``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
+``servo.drive.backend``                string        "sim"               a name of :data:`servo_node.drive.BACKENDS`:
+                                                                         ``sim`` (embedded sim_plant) or ``udral``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
 ``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
@@ -65,10 +66,12 @@ Register                               Type          Default             Meaning
 ``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
                                                                          uavcan.time.Synchronization master if one
                                                                          is heard), ``master``, or ``off``
-``sim.*``                              (real64)      (JointParams)       the embedded joint (``sim`` backend): every
-                                                                         register of
-                                                                         :mod:`cyphal_common.joint_registers`, the
-                                                                         same table ``sim-plant`` declares
+(the backends')                        …             …                   each backend's own registers (its
+                                                                         ``Drive.register_specs()``), e.g. ``sim.*``:
+                                                                         the embedded joint (``sim`` backend), the
+                                                                         table of
+                                                                         :mod:`cyphal_common.joint_registers` that
+                                                                         ``sim-plant`` declares too
 ``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
 =====================================  ============  ==================  ===============================================
 
@@ -87,7 +90,6 @@ from typing import Protocol
 
 from pycyphal.application.register import ValueProxy
 
-from cyphal_common.joint_registers import JOINT_SPECS
 from cyphal_common.registers import RefusedWriteError as RefusedWriteError
 from cyphal_common.registers import RegisterSpec as RegisterSpec
 from cyphal_common.registers import (
@@ -103,6 +105,9 @@ from cyphal_common.registers import (
     string,
 )
 from cyphal_common.timesync import MODES as TIME_SYNC_MODES
+
+from .drive import BACKENDS
+from .drive._table import backend_ports, backend_register_specs
 
 RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
 """Axis names that would collide with unprefixed register namespaces."""
@@ -124,14 +129,12 @@ PORTS: Mapping[str, str] = {
     "uavcan.pub.feedback": "zubax.service.actuator.Feedback.1.0, after each applied setpoint and at 1 Hz",
     "uavcan.pub.status": "zubax.service.actuator.Status.1.0 at 1 Hz",
     "uavcan.pub.dynamics": "zubax.physics.dynamics.DoF3rdTs.1.0 at servo.dynamics_rate",
-    "uavcan.pub.drive_setpoint": "udral backend: reg.udral.physics.dynamics.rotation.Planar / translation.Linear",
-    "uavcan.pub.drive_readiness": "udral backend: reg.udral.service.common.Readiness",
-    "uavcan.sub.drive_dynamics": "udral backend: …PlanarTs / …LinearTs",
-    "uavcan.sub.drive_feedback": "udral backend: reg.udral.service.actuator.common.Feedback",
     "uavcan.sub.mimic_leader": "zubax.physics.dynamics.DoF3rdTs.1.0: the leader's dynamics; set: this is a follower",
     "uavcan.sub.mimic_leader_feedback": "zubax.service.actuator.Feedback.1.0: the leader's state (needed to follow)",
+    **backend_ports(),
 }
-"""Every port the node may use and its type; configure with ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
+"""Every port the node may use (the backends' own included) and its type; configure with
+``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
 
 _POSITIVE = scalar(lambda x: x > 0, "> 0")
 _NONNEGATIVE = scalar(lambda x: x >= 0, ">= 0")
@@ -149,7 +152,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.loop_clock": RegisterSpec(string("monotonic"), choice("monotonic", "stepped")),
     "servo.arrival_tolerance": RegisterSpec(real32(1e-3), _POSITIVE),
     "servo.loop_priority": RegisterSpec(real32(0), scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
-    "servo.drive.backend": RegisterSpec(string("sim"), choice("sim", "udral")),
+    "servo.drive.backend": RegisterSpec(string("sim"), choice(*BACKENDS)),
     "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque")),
     "servo.drive.kind": RegisterSpec(string("rotational"), choice("rotational", "linear")),
     "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
@@ -180,7 +183,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.axes": RegisterSpec(string(""), _axis_list),
-    **JOINT_SPECS,
+    **backend_register_specs(),
 }
 """The application registers (see the module docstring for their meaning)."""
 

@@ -1,4 +1,8 @@
-"""The drive table of the loop's kernels: ``measure``/``command`` by drive kind (one branch per drive module)."""
+"""The loop's kernels by link shape: ``measure``/``command`` of the embedded joint or of the bus link.
+
+Every backend has one of these two shapes (:attr:`~._base.Drive.kind`); a backend on a bus only needs the
+shared link (:mod:`._remote_link`), so adding one changes nothing here.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import numpy as np
 from numba import njit
 
 from . import _remote_link as remote
-from . import sim
 from ._base import DRIVE_SIM, DriveArrays
+from .sim import _kernels as sim
 
 
 @njit(cache=True, nogil=True)

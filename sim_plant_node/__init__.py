@@ -82,4 +82,3 @@ numerics are :mod:`sim_plant`; the Cyphal plumbing shared with the servo node is
 """
 
 from ._main import main as main
-

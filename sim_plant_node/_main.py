@@ -1,4 +1,5 @@
-"""The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node.
+"""The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node (Cyphal/UDRAL, or
+with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`).
 
 The node module imports generated types and ``pycyphal.application`` (which imports the ``uavcan`` namespace),
 so it is imported only after :func:`cyphal_common.dsdl.ensure_compiled`.
@@ -30,8 +31,23 @@ def main(argv: list[str] | None = None) -> int:
         help="move an existing register file aside (FILE.bad-<time>, or FILE.old-<time> if it was valid) "
         "and start with defaults; without it a broken register file is an error",
     )
+    ap.add_argument(
+        "--canopen",
+        type=int,
+        metavar="NODE_ID",
+        help="run the joint as a CiA 402 drive on a CANopen bus with this node-ID (1..127) instead of a Cyphal node",
+    )
+    ap.add_argument(
+        "--can",
+        metavar="IFACE",
+        help="CAN bus of --canopen, uavcan.can.iface syntax: udpmc:GROUP[:PORT], socketcan:can0, virtual:NAME",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
+    if (args.canopen is None) != (args.can is None):
+        ap.error("--canopen NODE_ID and --can IFACE go together")
+    if args.canopen is not None and not 1 <= args.canopen <= 127:
+        ap.error(f"--canopen: node-ID must be 1..127, got {args.canopen}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
     logging.getLogger("pycyphal").setLevel(logging.WARNING)  # Its DEBUG/INFO is per-frame noise.
     if args.verbose:
@@ -41,9 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     from cyphal_common import dsdl
 
     dsdl.ensure_compiled()
-    from ._app import run  # Deferred: needs the compiled DSDL.
-
+    logging.getLogger("canopen").setLevel(logging.WARNING)  # Its INFO is per-SDO/PDO noise.
     try:
+        if args.canopen is not None:
+            from .cia402._app import run as run_canopen  # Deferred: the registers need the compiled DSDL.
+
+            return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can))
+        from ._app import run  # Deferred: needs the compiled DSDL.
+
         return asyncio.run(run(registry_file, args.fresh_registry))
     except KeyboardInterrupt:
         return 0

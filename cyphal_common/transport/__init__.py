@@ -24,6 +24,9 @@ Examples: ``udpmc:239.74.163.2`` (single bus), ``udpmc:239.74.163.2 udpmc:239.74
 CAN FD (64) for udpmc ifaces too; ``uavcan.can.bitrate`` has no meaning for udpmc and is ignored there.
 Environment form: ``UAVCAN__CAN__IFACE='udpmc:239.74.163.2' UAVCAN__CAN__MTU=64 UAVCAN__NODE__ID=42``.
 
+``open_can_bus(iface)`` opens a plain python-can bus from one such entry (``udpmc:…``, ``virtual:<name>``,
+``socketcan:can0``, any ``<python-can interface>:<channel>``) for raw-CAN protocols such as CANopen.
+
 yakut builds its transport with pycyphal's own factory, which does not know ``udpmc:``; instead give it a
 transport expression (``--transport`` or ``YAKUT_TRANSPORT``), which yakut evaluates with builtins available::
 
@@ -34,6 +37,7 @@ space-separated groups for a redundant transport. ``yakut_transport_expression(g
 yakut must run with a Python where ``cyphal_common`` is importable (this project's venv).
 """
 
+from ._can_bus import CanIfaceError, UdpMulticastCanBus, open_can_bus
 from ._factory import (
     UDPMC_PREFIX,
     UdpmcIfaceError,
@@ -49,10 +53,13 @@ __all__ = [
     "DEFAULT_GROUP",
     "DEFAULT_PORT",
     "UDPMC_PREFIX",
+    "CanIfaceError",
     "UDPMulticastMedia",
+    "UdpMulticastCanBus",
     "UdpmcIfaceError",
     "dropped_frames",
     "make_transport",
+    "open_can_bus",
     "parse_udpmc_iface",
     "udpmc_transport",
     "yakut_transport_expression",

@@ -45,7 +45,14 @@ import can
 from pycyphal.transport import InvalidMediaConfigurationError, ResourceClosedError, Timestamp
 from pycyphal.transport.can.media import DataFrame, Envelope, FilterConfiguration, FrameFormat, Media
 
-__all__ = ["DEFAULT_GROUP", "DEFAULT_PORT", "UDPMulticastMedia", "validate_group", "validate_port"]
+__all__ = [
+    "DEFAULT_GROUP",
+    "DEFAULT_PORT",
+    "UDPMulticastMedia",
+    "restrict_to_loopback",
+    "validate_group",
+    "validate_port",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -83,6 +90,37 @@ def validate_port(port: int) -> int:
     if isinstance(port, bool) or not isinstance(port, int) or not (1 <= port <= 0xFFFF):
         raise InvalidMediaConfigurationError(f"Invalid UDP port {port!r}: expected an integer in [1, 65535]")
     return port
+
+
+def restrict_to_loopback(bus: can.BusABC, group: str) -> None:
+    """Move a python-can ``udp_multicast`` bus socket's send interface and group membership to ``lo``, isolate groups.
+
+    Raises ``OSError`` if the socket refuses; the bus then stays host-local anyway (TTL 0), just not bound to lo.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, fileno=os.dup(bus.fileno()))
+    try:
+        lo = socket.inet_aton(_LOOPBACK_ADDR)
+        grp = socket.inet_aton(group)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, lo)
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
+        except OSError as ex:  # Not Linux: other groups on the same port may leak in; use distinct ports there.
+            _logger.info("udpmc %s: IP_MULTICAST_ALL unsupported: %s", group, ex)
+        # Join on lo first, then leave the INADDR_ANY membership, so a failure never leaves the socket deaf.
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, grp + lo)
+        except OSError as ex:
+            if ex.errno != errno.EADDRINUSE:
+                raise
+            return  # INADDR_ANY already resolved to lo: that membership is the one we want; keep it.
+        try:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, grp + socket.inet_aton("0.0.0.0"))
+        except OSError as ex:
+            _logger.debug("udpmc %s: leaving the INADDR_ANY membership failed: %s", group, ex)
+    finally:
+        sock.close()  # Closes only the duplicate descriptor; the bus keeps its own.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,7 +164,7 @@ class UDPMulticastMedia(Media):
                 f"Could not open udp_multicast bus on {self._group}:{self._port}: {ex}"
             ) from ex
         try:
-            self._restrict_to_loopback()
+            restrict_to_loopback(self._bus, self._group)
         except OSError as ex:  # Still host-local thanks to TTL 0; just not bound to lo.
             _logger.warning("%s: could not restrict the multicast socket to the loopback interface: %s", self, ex)
         except BaseException:
@@ -237,33 +275,6 @@ class UDPMulticastMedia(Media):
         return [f"udpmc:{DEFAULT_GROUP}:{DEFAULT_PORT}"]
 
     # ---------------------------------------------------------------------------------------------------------------
-
-    def _restrict_to_loopback(self) -> None:
-        """Move the bus socket's multicast send interface and group membership to ``lo``, and isolate groups."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, fileno=os.dup(self._bus.fileno()))
-        try:
-            lo = socket.inet_aton(_LOOPBACK_ADDR)
-            grp = socket.inet_aton(self._group)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, lo)
-            try:
-                sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
-            except OSError as ex:  # Not Linux: other groups on the same port may leak in; use distinct ports there.
-                _logger.info("%s: IP_MULTICAST_ALL unsupported: %s", self, ex)
-            # Join on lo first, then leave the INADDR_ANY membership, so a failure never leaves the socket deaf.
-            try:
-                sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, grp + lo)
-            except OSError as ex:
-                if ex.errno != errno.EADDRINUSE:
-                    raise
-                return  # INADDR_ANY already resolved to lo: that membership is the one we want; keep it.
-            try:
-                sock.setsockopt(socket.IPPROTO_IP, socket.IP_DROP_MEMBERSHIP, grp + socket.inet_aton("0.0.0.0"))
-            except OSError as ex:
-                _logger.debug("%s: leaving the INADDR_ANY membership failed: %s", self, ex)
-        finally:
-            sock.close()  # Closes only the duplicate descriptor; the bus keeps its own.
 
     def _accepts(self, msg: can.Message) -> bool:
         """Software acceptance filtering; an empty configuration rejects everything (per the Media contract)."""

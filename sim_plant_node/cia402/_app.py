@@ -1,0 +1,247 @@
+"""``sim-plant --canopen NODE_ID --can IFACE``: the simulated joint as a CiA 402 drive on a CANopen bus.
+
+:class:`Emulator` owns the parts (plant thread, CAN bus, canopen network, :class:`~._node.DriveNode`, a
+housekeeping thread) with an idempotent start/close and context-manager use, so that tests can run it in-process on
+a ``virtual:`` bus; :func:`run` is the command: registers from the register file and the environment, then the
+emulator until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import canopen
+
+from cyphal_common.transport import open_can_bus
+from sim_plant import JointParams
+
+from .._plant import Plant
+from . import _objects as ob
+from ._drive import Cia402Drive
+from ._node import DriveNode
+
+if TYPE_CHECKING:
+    from cyphal_common.registers import RegisterSpec
+
+_logger = logging.getLogger(__name__)
+
+FAULT_AFTER_ENV = "SIM_PLANT_CANOPEN_FAULT_AFTER"
+"""Environment variable (seconds, > 0): inject an over-current fault (EMCY 0x2310) that long after the drive first
+enters OPERATION ENABLED, once per process. For tests; not a register, so it never persists."""
+
+COUNTS_PER_UNIT = "sim.canopen.counts_per_unit"
+DEFAULT_COUNTS_PER_UNIT = 10000.0
+"""Position increments per unit (velocity: increments/s per unit/s); the servo's
+``servo.drive.canopen.counts_per_unit`` has the same default."""
+
+
+def canopen_specs() -> Mapping[str, RegisterSpec]:
+    """Registers of the CANopen face beside the joint's ``sim.*`` (imports ``pycyphal.application``: compile the
+    DSDL first)."""
+    from cyphal_common.registers import RegisterSpec, real64, scalar
+
+    check = scalar(lambda x: x > 0.0, "> 0 [increments per rad or m]")
+    return {COUNTS_PER_UNIT: RegisterSpec(real64(DEFAULT_COUNTS_PER_UNIT), check)}
+
+
+TICK_S = 0.005
+"""Period of the housekeeping thread (supervision, heartbeat consumer, event-driven TPDOs, the no-SYNC cycle)."""
+
+NOTIFIER_CYCLE_S = 0.1
+"""Receive-thread poll period of the canopen network (canopen's 1 s default would make every close last 1 s)."""
+
+_SCALED_DEFAULTS = (ob.FOLLOWING_ERROR_WINDOW, ob.POSITION_WINDOW, ob.VELOCITY_WINDOW)
+"""Objects whose EDS default is in increments at the default 10000 increments per unit: rescaled to the register."""
+
+
+def drive_defaults(
+    od: Any, params: JointParams, counts_per_unit: float, quick_stop_deceleration: float
+) -> dict[int, int]:
+    """Initial values of the drive objects: the EDS defaults, in increments of ``counts_per_unit``, the
+    decelerations from ``sim.quick_stop_deceleration``, the rated torque (0x6076, mN·m or mN) = ``sim.max_force``."""
+    values = {i: int(od[i].default or 0) for i in ob.DRIVE_OBJECTS}
+    scale = counts_per_unit / 10000.0
+    for i in _SCALED_DEFAULTS:
+        values[i] = max(1, round(values[i] * scale))
+    decel = max(1, round(quick_stop_deceleration * counts_per_unit))
+    values[ob.QUICK_STOP_DECELERATION] = values[ob.PROFILE_DECELERATION] = decel
+    values[ob.RATED_TORQUE] = max(1, round(params.max_force * 1000.0))
+    return values
+
+
+def fault_after_from_env(env: Mapping[str, str]) -> float:
+    """Seconds of :data:`FAULT_AFTER_ENV` (0: unset). :raises ValueError: not a positive number."""
+    text = env.get(FAULT_AFTER_ENV, "").strip()
+    if not text:
+        return 0.0
+    value = float(text)
+    if not value > 0.0:
+        raise ValueError(f"{FAULT_AFTER_ENV} must be a positive number of seconds, got {text!r}")
+    return value
+
+
+class Emulator:
+    """One emulated CiA 402 drive on a CAN bus: joint, drive, CANopen node. Start once, close any number of times."""
+
+    def __init__(
+        self,
+        params: JointParams,
+        node_id: int,
+        iface: str,
+        *,
+        counts_per_unit: float = DEFAULT_COUNTS_PER_UNIT,
+        quick_stop_deceleration: float = 50.0,
+        step_rate: float = 1000.0,
+        fault_after: float = 0.0,
+    ) -> None:
+        """Describe the emulator; nothing is opened before :meth:`start`."""
+        if not 1 <= node_id <= 127:
+            raise ValueError(f"CANopen node-ID must be 1..127, got {node_id}")
+        self.params = params
+        self.node_id = node_id
+        self.iface = iface
+        self._cpu = counts_per_unit
+        self._qsd = quick_stop_deceleration
+        self._step_rate = step_rate
+        self._fault_after = fault_after
+        self.plant: Plant | None = None
+        self.drive: Cia402Drive | None = None
+        self.node: DriveNode | None = None
+        self.network: canopen.Network | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = False
+
+    def start(self) -> Emulator:
+        """Compile/load the joint's kernels, open the bus, boot the node (boot-up, PRE-OPERATIONAL). Idempotent."""
+        if self._started:
+            return self
+        self._started = True
+        try:
+            Plant.warm_up(self.params)
+            self.plant = Plant(self.params, self._step_rate)
+            with ob.eds_path() as eds:
+                od = canopen.import_od(str(eds), self.node_id)
+            node_ref: list[DriveNode] = []
+
+            def emcy(code: int, register: int) -> None:
+                if node_ref and node_ref[0].has_network():
+                    if code:
+                        node_ref[0].emcy.send(code, register)
+                    else:
+                        node_ref[0].emcy.reset(register)
+
+            defaults = drive_defaults(od, self.params, self._cpu, self._qsd)
+            self.drive = Cia402Drive(self.plant, defaults, self._cpu, emcy, self._fault_after)
+            self.node = DriveNode(self.node_id, od, self.drive)
+            node_ref.append(self.node)
+            self.network = canopen.Network(open_can_bus(self.iface))
+            self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
+            self.network[self.node_id] = self.node
+            self.network.connect()
+            self.plant.start()
+            self.node.boot()
+            self.drive.ready()
+            self._thread = threading.Thread(target=self._housekeeping, name="cia402-housekeeping", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self.close()
+            raise
+        _logger.info(
+            "CiA 402 drive up: node %d on %s, %s joint %s", self.node_id, self.iface, self.params.kind, self.params
+        )
+        return self
+
+    def _housekeeping(self) -> None:
+        node = self.node
+        assert node is not None
+        while not self._stop.wait(TICK_S):
+            try:
+                node.tick()
+            except Exception:  # A bus error must not silently end supervision: log and keep going.
+                _logger.exception("Housekeeping failed")
+
+    def close(self) -> None:
+        """Stop housekeeping, leave the bus, stop the joint. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+        self._thread = None
+        if self.node is not None and self.node.has_network():
+            with contextlib.suppress(Exception):
+                self.node.shutdown()
+        if self.network is not None:
+            network, self.network = self.network, None
+            with contextlib.suppress(Exception):
+                network.disconnect()
+        if self.plant is not None:
+            self.plant.close()
+
+    def __enter__(self) -> Emulator:
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def _log_refused(name: str, reason: str) -> None:
+    _logger.warning("Refused a write of %s: %s", name, reason)
+
+
+async def run(registry_file: str | None, fresh_registry: bool, node_id: int, iface: str) -> int:
+    """Run the emulated drive until SIGINT/SIGTERM; returns the exit status (2: invalid configuration)."""
+    from cyphal_common import registry_file as register_file
+    from cyphal_common.registers import ValidatingRegistry, declare
+
+    from .._app import SPECS, load_config
+
+    canopen_registers = canopen_specs()
+    specs = {**SPECS, **canopen_registers}
+    try:
+        register_file.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
+        registry = ValidatingRegistry(registry_file, specs, dict(os.environ), on_refused=_log_refused)
+    except ValueError as ex:
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
+    try:
+        config = load_config(registry)
+        declare(registry, canopen_registers)
+        cpu = float(registry[COUNTS_PER_UNIT].floats[0])
+        fault_after = fault_after_from_env(os.environ)
+        emulator = Emulator(
+            config.params,
+            node_id,
+            iface,
+            counts_per_unit=cpu,
+            quick_stop_deceleration=config.quick_stop_deceleration,
+            step_rate=config.step_rate,
+            fault_after=fault_after,
+        )
+    except ValueError as ex:
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
+    finally:
+        registry.close()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await loop.run_in_executor(None, emulator.start)
+    except ValueError as ex:  # A malformed or unopenable CAN iface.
+        print(f"sim-plant: {ex}", file=sys.stderr)
+        return 2
+    try:
+        await stop.wait()
+    finally:
+        emulator.close()
+    return 0

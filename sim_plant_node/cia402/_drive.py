@@ -1,0 +1,362 @@
+"""The CiA 402 drive around the simulated joint: state machine actions, modes, scaling, faults, actual values.
+
+No CANopen framing here: :mod:`._node` feeds controlword, targets and parameters in (:meth:`Cia402Drive.write`),
+calls :meth:`Cia402Drive.cycle` at each SYNC (or on the drive's own clock without SYNC) and reads the values the
+TPDOs and SDO uploads carry (:meth:`Cia402Drive.read`). All methods are thread-safe (one lock).
+
+Motion: the joint (:class:`sim_plant_node._plant.Plant`) runs continuously in real time like a drive's inner loops;
+a cycle latches the targets. CSV: the joint's velocity controller gets target velocity + velocity offset; CST: the
+motor force is target torque + torque offset; CSP: the drive's position loop, v = velocity offset +
+``sim.control_p``·(target − position), recomputed every cycle (the joint's motor is an ideal velocity loop up to
+``sim.max_force``, so the torque offset of CSP is held and mapped but moves nothing). Stops are the plant's
+constant-deceleration ramp (quick stop 0x6085, slow down 0x6084) ending with the motor off.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from .. import _plant
+from .._plant import Command, Mode, Plant, interpret
+from . import _objects as ob
+from . import _statemachine as sm
+from ._statemachine import State
+
+_logger = logging.getLogger(__name__)
+
+NAN = math.nan
+
+EmcyCallback = Callable[[int, int], None]
+"""(error code, error register): send an EMCY (code 0 = error reset)."""
+
+
+class RefusedError(ValueError):
+    """A write the drive refuses (value out of range, or not writable now)."""
+
+
+def _clip(x: float, bits: int) -> int:
+    """Round to a signed integer of ``bits`` bits, saturating."""
+    lim = (1 << (bits - 1)) - 1
+    return int(max(-lim - 1, min(lim, round(x)))) if math.isfinite(x) else 0
+
+
+class Cia402Drive:
+    """A CiA 402 servo drive whose power stage and motor are a simulated joint."""
+
+    def __init__(
+        self,
+        plant: Plant,
+        defaults: Mapping[int, int],
+        counts_per_unit: float,
+        emcy: EmcyCallback,
+        fault_after: float = 0.0,
+    ) -> None:
+        """Start in NOT READY TO SWITCH ON with the motor off; ``defaults``: initial values of
+        :data:`~._objects.DRIVE_OBJECTS`; ``fault_after``: seconds after the first OPERATION ENABLED at which an
+        over-current fault is injected (0: never)."""
+        self._plant = plant
+        self._cpu = float(counts_per_unit)
+        self._emcy = emcy
+        self._lock = threading.RLock()
+        self._v: dict[int, int] = {i: int(defaults.get(i, 0)) for i in ob.DRIVE_OBJECTS}
+        self._v[ob.SUPPORTED_DRIVE_MODES] = ob.SUPPORTED_MODES_BITS
+        self._v[ob.MODES_OF_OPERATION_DISPLAY] = self._v[ob.MODES_OF_OPERATION]
+        self.state = State.NOT_READY_TO_SWITCH_ON
+        self.transitions: list[int] = [0]
+        """Transition numbers taken so far (diagnostics and tests)."""
+        self.error_register = 0
+        self._controlword = 0
+        self._offset = 0  # Position actual = round(q·cpu) + offset [increments]; homing sets it.
+        self._sample = plant.sample()
+        self._ramping = False  # A stop ramp is running in the plant (ends with the motor off).
+        self._hold_after_ramp = False  # …after which the motor holds velocity 0 (quick stop "stay", halt).
+        self._homing_attained = False
+        self._homing_edge = False
+        self._following_since: float | None = None
+        self._following_error = False
+        self._internal_limit = False
+        self._comm_warning = False
+        self._fault_after = fault_after
+        self._fault_at: float | None = None
+
+    # ------------------------------------------------------------------ inputs
+
+    def ready(self) -> None:
+        """Initialisation is over (transition 1)."""
+        with self._lock:
+            self._take(sm.on_ready(self.state))
+
+    def write(self, index: int, value: int) -> None:
+        """A new value of a drive object (SDO download or RPDO); the controlword acts at once.
+
+        :raises RefusedError: a read-only object, or a value outside the allowed ones.
+        """
+        with self._lock:
+            if index in (ob.STATUSWORD, ob.MODES_OF_OPERATION_DISPLAY, ob.SUPPORTED_DRIVE_MODES, ob.ERROR_CODE):
+                raise RefusedError(f"0x{index:04X} is read-only")
+            allowed = ob.ALLOWED.get(index)
+            if allowed is not None and value not in allowed:
+                raise RefusedError(f"0x{index:04X} = {value} is not one of {allowed}")
+            self._v[index] = int(value)
+            if index == ob.CONTROLWORD:
+                self._on_controlword(int(value))
+            elif index == ob.MODES_OF_OPERATION:
+                self._v[ob.MODES_OF_OPERATION_DISPLAY] = int(value)
+                self._homing_attained = False
+
+    def fault(self, code: int, register: int) -> None:
+        """A fault: transition 13, EMCY, 0x603F/0x1001 set, then the fault reaction (0x605E)."""
+        with self._lock:
+            t = sm.on_fault(self.state)
+            if t is None:
+                return
+            _logger.warning("Fault 0x%04X: %s → FAULT REACTION ACTIVE", code, self.state.value)
+            self._v[ob.ERROR_CODE] = code
+            self.error_register = register | ob.ERR_GENERIC
+            was_powered = self.state in sm.POWERED
+            self._take(t)
+            self._emcy(code, self.error_register)
+            if was_powered and self._stop_by_option(self._v[ob.FAULT_REACTION_OPTION], hold=False):
+                return  # The reaction ramp runs; supervise() ends it (14).
+            self._take(sm.on_fault_reaction_done(self.state))
+
+    def communication_lost(self) -> None:
+        """The heartbeat of a monitored node stopped: the reaction of 0x6007 and an EMCY 0x8130."""
+        with self._lock:
+            option = self._v[ob.ABORT_CONNECTION_OPTION]
+            _logger.warning("Communication lost (0x6007 = %d) in %s", option, self.state.value)
+            if option == 1:
+                self.fault(ob.EMCY_HEARTBEAT, ob.ERR_COMMUNICATION)
+                return
+            self._comm_warning = True
+            self.error_register |= ob.ERR_COMMUNICATION
+            self._emcy(ob.EMCY_HEARTBEAT, self.error_register)
+            self._abort_connection(option)
+
+    def connection_ended(self) -> None:
+        """NMT stopped or a reset while OPERATION ENABLED: the reaction of 0x6007 (no heartbeat error)."""
+        with self._lock:
+            if self.state is not State.OPERATION_ENABLED:
+                return
+            option = self._v[ob.ABORT_CONNECTION_OPTION]
+            _logger.warning("NMT left OPERATIONAL while enabled (0x6007 = %d)", option)
+            if option == 1:
+                self.fault(ob.EMCY_HEARTBEAT, ob.ERR_COMMUNICATION)
+            self._abort_connection(option)
+
+    def _abort_connection(self, option: int) -> None:
+        """0x6007 = 2: a disable voltage command; 3: a quick stop command (0: nothing; 1 is a fault)."""
+        if option == 2:
+            self._on_controlword(self._controlword & ~sm.CW_ENABLE_VOLTAGE)
+        elif option == 3:
+            self._on_controlword(self._controlword & ~sm.CW_QUICK_STOP)
+
+    def communication_restored(self) -> None:
+        """The monitored heartbeat is back: the communication warning clears (EMCY error reset if no fault)."""
+        with self._lock:
+            if not self._comm_warning:
+                return
+            self._comm_warning = False
+            self.error_register &= ~ob.ERR_COMMUNICATION
+            if self.state not in (State.FAULT, State.FAULT_REACTION_ACTIVE):
+                self.error_register = 0
+                self._emcy(0, 0)
+
+    # ------------------------------------------------------------------ state machine
+
+    def _on_controlword(self, cw: int) -> None:
+        previous, self._controlword = self._controlword, cw
+        self._v[ob.CONTROLWORD] = cw
+        self._take(sm.on_controlword(self.state, cw, previous, self._v[ob.QUICK_STOP_OPTION]))
+        if self.state is State.OPERATION_ENABLED:
+            if cw & sm.CW_HOMING_START and not previous & sm.CW_HOMING_START:
+                self._homing_edge = True
+            halted = bool(cw & sm.CW_HALT)
+            if halted and not previous & sm.CW_HALT:
+                self._stop_by_option(self._v[ob.HALT_OPTION], hold=True)
+
+    def _take(self, t: sm.Transition | None) -> None:
+        """Enter the transition's target state and do what its numbers mean for the motor."""
+        if t is None:
+            return
+        before, self.state = self.state, t.target
+        self.transitions.extend(t.numbers)
+        _logger.info("CiA 402: %s → %s (%s)", before.value, t.target.value, ", ".join(map(str, t.numbers)))
+        n = t.numbers[-1]
+        if n in (4, 16):
+            self._ramping = self._hold_after_ramp = False
+            self._following_since, self._following_error = None, False
+            if self._fault_after > 0.0 and self._fault_at is None:
+                self._fault_at = time.monotonic() + self._fault_after
+        elif n == 5:
+            self._stop_by_option(self._v[ob.DISABLE_OPERATION_OPTION], hold=False)
+        elif n == 8:
+            self._stop_by_option(self._v[ob.SHUTDOWN_OPTION], hold=False)
+        elif n == 11:
+            option = self._v[ob.QUICK_STOP_OPTION]
+            if not self._stop_by_option(option - 4 if option > 4 else option, hold=sm.quick_stop_stays(option)):
+                self._take(sm.on_quick_stop_done(self.state, option))
+        elif n in (7, 9, 10, 12, 14):
+            self._motor_off()
+        elif n == 15:
+            self._v[ob.ERROR_CODE] = 0
+            self.error_register = ob.ERR_COMMUNICATION if self._comm_warning else 0
+            self._emcy(0, self.error_register)
+
+    def _stop_by_option(self, option: int, hold: bool) -> bool:
+        """Start the stop an option code names (0 coast, 1 slow down ramp, 2 quick stop ramp, 3/4 at the motor's
+        limit); True if a ramp runs (it ends with the motor off, or holding 0 velocity if ``hold``)."""
+        if option == 0:
+            self._motor_off()
+            return False
+        if option == 1:
+            decel = self._v[ob.PROFILE_DECELERATION] / self._cpu
+        elif option == 2:
+            decel = self._v[ob.QUICK_STOP_DECELERATION] / self._cpu
+        else:
+            decel = math.inf
+        p = self._plant.params
+        decel = min(decel, p.max_force / p.inertia) if p.inertia > 0.0 else decel
+        if not (math.isfinite(decel) and decel > 0.0):
+            self._motor_off()
+            return False
+        self._plant.quick_stop(decel)
+        self._ramping, self._hold_after_ramp = True, hold
+        return True
+
+    def _motor_off(self) -> None:
+        self._plant.passive()
+        self._ramping = self._hold_after_ramp = False
+
+    # ------------------------------------------------------------------ cycle
+
+    def cycle(self) -> None:
+        """One drive cycle: apply the latched targets of the mode in OPERATION ENABLED, then sample the joint."""
+        with self._lock:
+            if self.state is State.OPERATION_ENABLED and not self._ramping and not self._hold_after_ramp:
+                if not self._controlword & sm.CW_HALT:
+                    self._apply_mode()
+            self._sample = self._plant.sample()
+            self._update_following_error(time.monotonic())
+
+    def supervise(self, now: float | None = None) -> None:
+        """Ramps that ended, the injected fault's time: called often (≥ 50 Hz) whatever the SYNC does."""
+        with self._lock:
+            now = time.monotonic() if now is None else now
+            if self._fault_at is not None and now >= self._fault_at and self.state is State.OPERATION_ENABLED:
+                self._fault_at = math.inf  # Once per process.
+                self.fault(ob.EMCY_OVER_CURRENT, ob.ERR_CURRENT)
+            if self._ramping and self._plant.sample().mode is Mode.PASSIVE:
+                self._ramping = False
+                if self._hold_after_ramp:
+                    self._plant.apply(Command(Mode.VELOCITY, math.inf, 0.0, self._plant.params.max_force))
+                self._take(sm.on_fault_reaction_done(self.state))
+                self._take(sm.on_quick_stop_done(self.state, self._v[ob.QUICK_STOP_OPTION]))
+            if not self._controlword & sm.CW_HALT and self._hold_after_ramp and self.state is State.OPERATION_ENABLED:
+                self._hold_after_ramp = self._ramping = False  # Halt released: follow the targets again.
+
+    def _apply_mode(self) -> None:
+        p = self._plant.params
+        mode = self._v[ob.MODES_OF_OPERATION_DISPLAY]
+        cpu = self._cpu
+        torque_limit = p.max_force * min(self._v[ob.MAX_TORQUE], 1000) / 1000.0
+        rated = self._v[ob.RATED_TORQUE] / 1000.0
+        if mode == ob.MODE_CSV:
+            v = (self._v[ob.TARGET_VELOCITY] + self._v[ob.VELOCITY_OFFSET]) / cpu
+            self._internal_limit = abs(v) > p.max_velocity
+            command = interpret(NAN, v, torque_limit, p.max_velocity, p.max_force)
+        elif mode == ob.MODE_CST:
+            f = (self._v[ob.TARGET_TORQUE] + self._v[ob.TORQUE_OFFSET]) / 1000.0 * rated
+            self._internal_limit = abs(f) > torque_limit
+            f = max(-torque_limit, min(torque_limit, f))
+            command = Command(Mode.FORCE, motor_force=p.max_force, force=f)
+        elif mode == ob.MODE_CSP:
+            q = self._plant.sample().position
+            target = (self._v[ob.TARGET_POSITION] - self._offset) / cpu
+            v = self._v[ob.VELOCITY_OFFSET] / cpu + p.control_p * (target - q)
+            self._internal_limit = abs(v) > p.max_velocity
+            command = interpret(NAN, v, torque_limit, p.max_velocity, p.max_force)
+        else:  # No mode, or homing: hold still (homing on the current position needs no motion).
+            if mode == ob.MODE_HOMING and self._homing_edge:
+                self._offset = self._v[ob.HOME_OFFSET] - _clip(self._plant.sample().position * cpu, 64)
+                self._homing_attained = True
+                _logger.info("Homed: position actual is now the home offset %d", self._v[ob.HOME_OFFSET])
+            self._internal_limit = False
+            command = Command(Mode.VELOCITY, math.inf, 0.0, torque_limit)
+        self._homing_edge = False
+        if command is not None:
+            self._plant.apply(command)
+
+    def _update_following_error(self, now: float) -> None:
+        if self.state is not State.OPERATION_ENABLED or self._v[ob.MODES_OF_OPERATION_DISPLAY] != ob.MODE_CSP:
+            self._v[ob.FOLLOWING_ERROR_ACTUAL] = 0
+            self._following_since, self._following_error = None, False
+            return
+        error = self._v[ob.TARGET_POSITION] - self.position_actual()
+        self._v[ob.FOLLOWING_ERROR_ACTUAL] = _clip(error, 32)
+        if abs(error) <= self._v[ob.FOLLOWING_ERROR_WINDOW]:
+            self._following_since, self._following_error = None, False
+        elif self._following_since is None:
+            self._following_since = now
+        elif now - self._following_since > self._v[ob.FOLLOWING_ERROR_TIMEOUT] / 1000.0:
+            self._following_error = True
+
+    # ------------------------------------------------------------------ outputs
+
+    def position_actual(self) -> int:
+        """0x6064 [increments] at the latest cycle."""
+        return _clip(self._sample.position * self._cpu, 64) + self._offset
+
+    def statusword(self) -> int:
+        """0x6041: the state's bits plus remote, warning, target reached, internal limit and mode-specific bits."""
+        with self._lock:
+            sw = sm.state_bits(self.state) | sm.SW_REMOTE
+            s = self._sample
+            at_rest = abs(s.velocity) <= _plant.REST_VELOCITY
+            mode = self._v[ob.MODES_OF_OPERATION_DISPLAY]
+            if self._following_error or self._comm_warning:
+                sw |= sm.SW_WARNING
+            if self.state is State.OPERATION_ENABLED:
+                if self._internal_limit:
+                    sw |= sm.SW_INTERNAL_LIMIT
+                if mode == ob.MODE_HOMING:
+                    sw |= (sm.SW_OP_MODE_12 | (sm.SW_TARGET_REACHED if at_rest else 0)) if self._homing_attained else 0
+                else:
+                    halted = bool(self._controlword & sm.CW_HALT)
+                    if mode in (ob.MODE_CSP, ob.MODE_CSV, ob.MODE_CST) and not halted:
+                        sw |= sm.SW_OP_MODE_12
+                    if self._target_reached(mode, halted, at_rest):
+                        sw |= sm.SW_TARGET_REACHED
+                    if mode == ob.MODE_CSP and self._following_error:
+                        sw |= sm.SW_OP_MODE_13
+            elif self.state is State.QUICK_STOP_ACTIVE and at_rest and not self._ramping:
+                sw |= sm.SW_TARGET_REACHED
+            return sw
+
+    def _target_reached(self, mode: int, halted: bool, at_rest: bool) -> bool:
+        if halted:
+            return at_rest and not self._ramping
+        s = self._sample
+        if mode == ob.MODE_CSP:
+            return abs(self._v[ob.TARGET_POSITION] - self.position_actual()) <= self._v[ob.POSITION_WINDOW]
+        if mode == ob.MODE_CSV:
+            return abs(self._v[ob.TARGET_VELOCITY] - s.velocity * self._cpu) <= self._v[ob.VELOCITY_WINDOW]
+        return mode == ob.MODE_CST
+
+    def read(self, index: int) -> int | None:
+        """The value of a drive object (None: not the drive's), as of the latest cycle."""
+        with self._lock:
+            if index == ob.STATUSWORD:
+                return self.statusword()
+            if index == ob.POSITION_ACTUAL:
+                return _clip(self.position_actual(), 32)
+            if index == ob.VELOCITY_ACTUAL:
+                return _clip(self._sample.velocity * self._cpu, 32)
+            if index == ob.TORQUE_ACTUAL:
+                rated = self._v[ob.RATED_TORQUE] / 1000.0
+                return _clip(1000.0 * self._sample.force / rated, 16) if rated > 0.0 else 0
+            return self._v.get(index)

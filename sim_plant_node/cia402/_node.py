@@ -1,0 +1,297 @@
+"""The drive's CANopen face: a :class:`canopen.LocalNode` from the EDS wired to a :class:`~._drive.Cia402Drive`.
+
+canopen's ``LocalNode`` gives the SDO server, the NMT slave with its heartbeat producer (0x1017) and the EMCY
+producer; it leaves to the application what makes a device: PDOs that follow their configuration, the SYNC
+consumer, the heartbeat consumer. This module adds them, using canopen's PDO maps for every frame:
+
+* PDO configuration (0x1400…/0x1600…/0x1800…/0x1A00…) is re-read from the dictionary after every SDO write to it,
+  so a master remaps by SDO as on any device; mapping entries are checked (object exists, is mappable, length).
+* RPDOs of transmission type 0…240 are latched and written into the dictionary at the next SYNC, 254/255 at once;
+  TPDOs of type 1…240 are sent every n-th SYNC (0: at a SYNC when their data changed), 254/255 on change and on
+  their event timer. PDOs only in NMT OPERATIONAL.
+* SYNC (COB-ID 0x1005): latch RPDOs, run one drive cycle, send the synchronous TPDOs. Without SYNC (none for 3
+  communication cycle periods 0x1006, at least 50 ms) :meth:`DriveNode.tick` runs the cycle on the drive's own clock.
+* Heartbeat consumer (0x1016): a monitored node's heartbeat silent for longer than its time (after the first one
+  was seen) → :meth:`~._drive.Cia402Drive.communication_lost`; NMT stopped or a reset while enabled does the same.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from typing import Any
+
+import canopen
+from canopen.pdo import PdoMap
+from canopen.sdo import SdoAbortedError
+
+from . import _objects as ob
+from ._drive import Cia402Drive, RefusedError
+
+_logger = logging.getLogger(__name__)
+
+ABORT_VALUE_RANGE = 0x06090030
+ABORT_NOT_MAPPABLE = 0x06040041
+ABORT_PDO_LENGTH = 0x06040042
+NO_SYNC_AFTER_S = 0.05
+"""Least SYNC silence after which the drive cycles on its own clock."""
+
+
+class DriveNode(canopen.LocalNode):  # type: ignore[misc]
+    """The CiA 402 device: object dictionary, PDOs, SYNC and heartbeat consumers around a drive."""
+
+    def __init__(self, node_id: int, object_dictionary: Any, drive: Cia402Drive) -> None:
+        """Build the node from the dictionary (an EDS path or an ``ObjectDictionary``); not yet on a network."""
+        super().__init__(node_id, object_dictionary)
+        self.drive = drive
+        self._lock = threading.RLock()
+        self._pending: set[int] = set()  # RPDO numbers received since the last SYNC (synchronous types).
+        self._sync_count = 0
+        self._sync_cob_id: int | None = None
+        self._last_sync = -math.inf
+        self._sent: dict[int, tuple[bytes, float]] = {}  # TPDO number → (data, monotonic) of its last transmission
+        self._heartbeats: dict[int, float] = {}  # monitored node-ID → consumer time [s]
+        self._seen: dict[int, float] = {}  # monitored node-ID → monotonic time of its last heartbeat
+        self._lost: set[int] = set()
+        self.syncs = 0
+        """SYNC messages received (diagnostics)."""
+        self.add_read_callback(self._on_read)
+        self.add_write_callback(self._on_write)
+        for m in self.rpdo.map.values():
+            m.add_callback(self._on_rpdo)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def boot(self) -> None:
+        """Join the network's traffic: boot-up message, PDO/SYNC/heartbeat configuration, NMT PRE-OPERATIONAL."""
+        self.network.subscribe(0, self._on_nmt)
+        self._configure_all()
+        self.nmt.state = "INITIALISING"  # Sends the boot-up message.
+        self.nmt.state = "PRE-OPERATIONAL"  # Starts the heartbeat producer (0x1017).
+
+    def shutdown(self) -> None:
+        """Stop the heartbeat and leave the network's traffic (the network itself is the caller's)."""
+        self.nmt.stop_heartbeat()
+        with self._lock:
+            self._unsubscribe_all()
+        if self.has_network():
+            self.network.unsubscribe(0, self._on_nmt)
+
+    def _configure_all(self) -> None:
+        with self._lock:
+            for n in range(1, ob.PDO_COUNT + 1):
+                self._reload(self.rpdo.map[n])
+                self._reload(self.tpdo.map[n])
+            self._configure_sync()
+            self._configure_heartbeat_consumer()
+
+    def _unsubscribe_all(self) -> None:
+        for m in (*self.rpdo.map.values(), *self.tpdo.map.values()):
+            self._unsubscribe(m.cob_id if m.enabled else None, m.on_message)
+        self._unsubscribe(self._sync_cob_id, self._on_sync)
+        for nid in self._heartbeats:
+            self._unsubscribe(0x700 + nid, self._on_heartbeat)
+
+    def _unsubscribe(self, cob_id: int | None, callback: Any) -> None:
+        if cob_id is not None and callback in self.network.subscribers.get(cob_id, ()):
+            self.network.unsubscribe(cob_id, callback)
+
+    def _reload(self, m: PdoMap) -> None:
+        """Re-read one PDO's configuration from the dictionary (canopen subscribes it if enabled)."""
+        self._unsubscribe(m.cob_id if m.enabled else None, m.on_message)
+        m.read()
+        if m.pdo_node is self.tpdo:  # A TPDO is ours to send, not to receive.
+            self._unsubscribe(m.cob_id if m.enabled else None, m.on_message)
+
+    def _configure_sync(self) -> None:
+        self._unsubscribe(self._sync_cob_id, self._on_sync)
+        cob_id = int(self.sdo[ob.SYNC_COB_ID].raw) & 0x7FF
+        self._sync_cob_id = cob_id
+        self.network.subscribe(cob_id, self._on_sync)
+
+    def _configure_heartbeat_consumer(self) -> None:
+        for nid in self._heartbeats:
+            self._unsubscribe(0x700 + nid, self._on_heartbeat)
+        self._heartbeats.clear()
+        self._seen.clear()
+        self._lost.clear()
+        for sub in range(1, int(self.sdo[ob.CONSUMER_HEARTBEAT][0].raw) + 1):
+            entry = int(self.sdo[ob.CONSUMER_HEARTBEAT][sub].raw)
+            nid, ms = (entry >> 16) & 0x7F, entry & 0xFFFF
+            if nid and ms:
+                self._heartbeats[nid] = ms / 1000.0
+                self.network.subscribe(0x700 + nid, self._on_heartbeat)
+
+    # ------------------------------------------------------------------ dictionary access
+
+    def _on_read(self, index: int, subindex: int, od: Any) -> int | None:
+        if index in ob.DRIVE_OBJECTS:
+            return self.drive.read(index)
+        if index == ob.ERROR_REGISTER:
+            return self.drive.error_register
+        return None
+
+    def _on_write(self, index: int, subindex: int, od: Any, data: bytes) -> None:
+        """Check and forward a write before the dictionary stores it (a raised abort refuses it)."""
+        if index in ob.DRIVE_OBJECTS:
+            try:
+                self.drive.write(index, od.decode_raw(data))
+            except RefusedError as ex:
+                _logger.info("Refused 0x%04X: %s", index, ex)
+                raise SdoAbortedError(ABORT_VALUE_RANGE) from None
+        elif ob.RPDO_MAP <= index < ob.RPDO_MAP + ob.PDO_COUNT or ob.TPDO_MAP <= index < ob.TPDO_MAP + ob.PDO_COUNT:
+            self._check_mapping(index, subindex, od.decode_raw(data))
+        elif (ob.RPDO_COMM <= index < ob.RPDO_COMM + ob.PDO_COUNT or ob.TPDO_COMM <= index < ob.TPDO_COMM + 4) and (
+            subindex == 2
+        ):
+            trans_type = od.decode_raw(data)
+            if not (trans_type <= 240 or trans_type >= 254):
+                raise SdoAbortedError(ABORT_VALUE_RANGE)
+
+    def _check_mapping(self, index: int, subindex: int, value: int) -> None:
+        receive = index < ob.TPDO_MAP
+        if subindex == 0:
+            if value > 8:
+                raise SdoAbortedError(ABORT_VALUE_RANGE)
+            bits = sum(int(self.sdo[index][s].raw) & 0xFF for s in range(1, value + 1))
+            if bits > 64:
+                raise SdoAbortedError(ABORT_PDO_LENGTH)
+            return
+        if value == 0:
+            return
+        target, sub, bits = value >> 16, (value >> 8) & 0xFF, value & 0xFF
+        try:
+            obj = self.object_dictionary[target]
+            var = obj if isinstance(obj, canopen.objectdictionary.ODVariable) else obj[sub]
+        except KeyError:
+            raise SdoAbortedError(ABORT_NOT_MAPPABLE) from None
+        usable = var.writable if receive else var.readable
+        if not (var.pdo_mappable and usable and len(var) == bits):
+            raise SdoAbortedError(ABORT_NOT_MAPPABLE)
+
+    def set_data(self, index: int, subindex: int, data: bytes, check_writable: bool = False) -> None:
+        """Store a value (canopen), then apply what it configures: PDOs, SYNC, heartbeat consumer."""
+        super().set_data(index, subindex, data, check_writable)
+        with self._lock:
+            if ob.RPDO_COMM <= index < ob.RPDO_COMM + ob.PDO_COUNT or ob.RPDO_MAP <= index < ob.RPDO_MAP + 4:
+                self._reload(self.rpdo.map[(index & 0xFF) + 1])
+            elif ob.TPDO_COMM <= index < ob.TPDO_COMM + ob.PDO_COUNT or ob.TPDO_MAP <= index < ob.TPDO_MAP + 4:
+                self._reload(self.tpdo.map[(index & 0xFF) + 1])
+            elif index == ob.SYNC_COB_ID:
+                self._configure_sync()
+            elif index == ob.CONSUMER_HEARTBEAT:
+                self._configure_heartbeat_consumer()
+
+    # ------------------------------------------------------------------ traffic
+
+    @property
+    def operational(self) -> bool:
+        """True in NMT OPERATIONAL (PDOs flow)."""
+        return bool(self.nmt.state == "OPERATIONAL")
+
+    def _on_nmt(self, can_id: int, data: bytes, timestamp: float) -> None:
+        """After canopen's NMT slave took the command: resets boot again; stopped/resets react as a lost link."""
+        state = self.nmt.state
+        if state in ("INITIALISING", "STOPPED"):
+            self.drive.connection_ended()
+        if state == "INITIALISING":  # Reset node / reset communication: power-on communication parameters.
+            with self._lock:
+                for index in [i for i in self.data_store if 0x1000 <= i < 0x2000]:
+                    del self.data_store[index]
+                self._pending.clear()
+                self._unsubscribe_all()
+                self._configure_all()
+            self.nmt.start_heartbeat(int(self.sdo[ob.PRODUCER_HEARTBEAT].raw))
+            self.nmt.state = "INITIALISING"
+            self.nmt.state = "PRE-OPERATIONAL"
+
+    def _on_rpdo(self, m: PdoMap) -> None:
+        if not self.operational:
+            return
+        with self._lock:
+            if m.trans_type is not None and m.trans_type <= 240:
+                self._pending.add(self._number(m))
+            else:
+                self._apply_rpdo(m)
+
+    def _number(self, m: PdoMap) -> int:
+        return next(n for n, x in m.pdo_node.map.items() if x is m)
+
+    def _apply_rpdo(self, m: PdoMap) -> None:
+        """Write the received PDO's variables into the dictionary (the drive takes them through the callback)."""
+        for var in m.map:
+            try:
+                self.set_data(var.index, var.subindex, var.get_data())
+            except SdoAbortedError as ex:
+                _logger.debug("RPDO value for 0x%04X refused: %s", var.index, ex)
+
+    def _on_sync(self, can_id: int, data: bytes, timestamp: float) -> None:
+        with self._lock:
+            self.syncs += 1
+            self._last_sync = time.monotonic()
+            if self.operational:
+                for n in sorted(self._pending):
+                    self._apply_rpdo(self.rpdo.map[n])
+            self._pending.clear()
+            self.drive.cycle()
+            self.drive.supervise()
+            if self.operational:
+                self._sync_count += 1
+                for n, m in self.tpdo.map.items():
+                    tt = m.trans_type
+                    if not m.enabled or tt is None or tt > 240:
+                        continue
+                    data_now = self._fill(m)
+                    if (tt == 0 and self._sent.get(n, (b"", 0.0))[0] != data_now) or (
+                        tt > 0 and self._sync_count % tt == 0
+                    ):
+                        self._transmit(n, m, data_now)
+
+    def _fill(self, m: PdoMap) -> bytes:
+        """Put the current values of the mapped objects into the TPDO's data (canopen's PDO variables)."""
+        for var in m.map:
+            var.set_data(self.get_data(var.index, var.subindex))
+        return bytes(m.data)
+
+    def _transmit(self, n: int, m: PdoMap, data: bytes) -> None:
+        m.transmit()
+        self._sent[n] = (data, time.monotonic())
+
+    def _on_heartbeat(self, can_id: int, data: bytes, timestamp: float) -> None:
+        nid = can_id - 0x700
+        with self._lock:
+            self._seen[nid] = time.monotonic()
+            if nid in self._lost:
+                self._lost.discard(nid)
+                _logger.info("Heartbeat of node %d is back", nid)
+                if not self._lost:
+                    self.drive.communication_restored()
+
+    def tick(self) -> None:
+        """Housekeeping, called often (≥ 50 Hz): the drive's own-clock cycle without SYNC, supervision, heartbeat
+        consumer timeouts, event-driven TPDOs."""
+        now = time.monotonic()
+        with self._lock:
+            period = int(self.sdo[ob.CYCLE_PERIOD].raw) * 1e-6
+            if now - self._last_sync > max(3.0 * period, NO_SYNC_AFTER_S):
+                self.drive.cycle()
+            self.drive.supervise(now)
+            for nid, limit in self._heartbeats.items():
+                seen = self._seen.get(nid)
+                if seen is not None and nid not in self._lost and now - seen > limit:
+                    self._lost.add(nid)
+                    _logger.warning("Heartbeat of node %d lost (consumer time %.3f s)", nid, limit)
+                    self.drive.communication_lost()
+            if not self.operational:
+                return
+            for n, m in self.tpdo.map.items():
+                if not m.enabled or m.trans_type is None or m.trans_type < 254:
+                    continue
+                data_now = self._fill(m)
+                last, at = self._sent.get(n, (b"", -math.inf))
+                inhibit = (m.inhibit_time or 0) * 1e-4
+                timer = (m.event_timer or 0) * 1e-3
+                if (data_now != last and now - at >= inhibit) or (timer > 0.0 and now - at >= timer):
+                    self._transmit(n, m, data_now)

@@ -1,0 +1,91 @@
+"""Interop: ``sim-plant --canopen`` as a separate process on a ``udpmc:`` CAN bus, driven by canopen's own
+``BaseNode402`` (an independent master: setup_402_state_machine, state, op_mode, targets by PDO with SYNC)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .canopen_master import COUNTS, Master
+from .conftest import SIM_PLANT, clean_env
+
+NODE_ID = 23
+PERIOD = 0.005
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    """The emulator process on a private udpmc group, and a master in this process brought to OPERATIONAL."""
+    rnd = random.SystemRandom()
+    iface = f"udpmc:239.{rnd.randint(1, 254)}.{rnd.randint(1, 254)}.{rnd.randint(1, 254)}:{rnd.randint(20000, 60000)}"
+    log_path: Path = tmp_path_factory.mktemp("cia402") / "sim_plant.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*SIM_PLANT, "--registry", ":memory:", "--canopen", str(NODE_ID), "--can", iface],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=clean_env(),
+        )
+        m = Master(iface, NODE_ID)
+        try:
+            try:
+                m.wait_for_drive(timeout=120.0)
+            except Exception:
+                pytest.fail(f"the emulator did not answer (exit code {proc.poll()}):\n{log_path.read_text()}")
+            m.bring_up(PERIOD)
+            yield m
+        finally:
+            m.close()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            text = log_path.read_text()
+            assert code == 0, f"the emulator exited with {code}:\n{text}"  # SIGTERM is a clean stop.
+            assert "Traceback" not in text, text
+
+
+def test_base_node_402_drives_csv_and_reads_the_motion_back(master: Master) -> None:
+    """Enabled through the state machine in CSV, a target velocity streamed by RPDO moves the joint: the TPDO's
+    velocity settles on the target and the position advances by the integral of the reported velocity."""
+    node = master.node
+    assert node.is_op_mode_supported("CYCLIC SYNCHRONOUS VELOCITY")
+    assert not node.is_op_mode_supported("PROFILED POSITION")
+    node.op_mode = "CYCLIC SYNCHRONOUS VELOCITY"
+    assert node.op_mode == "CYCLIC SYNCHRONOUS VELOCITY"
+    node.state = "OPERATION ENABLED"
+    assert node.state == "OPERATION ENABLED"
+    target = 1.5
+    t0 = time.monotonic()
+    node.rpdo[3]["Target velocity"].raw = round(target * COUNTS)
+    master.wait("the target velocity", lambda: any(abs(s[3] / COUNTS - target) < 1e-3 for s in master.since(t0)))
+    time.sleep(0.5)
+    node.rpdo[3]["Target velocity"].raw = 0
+    t1 = time.monotonic()
+    master.wait("rest", lambda: any(s[3] == 0 for s in master.since(t1)))
+    time.sleep(0.1)
+    samples = master.since(t0)
+    assert len(samples) > 50
+    _, _, p0, _ = samples[0]
+    _, _, p1, _ = samples[-1]
+    integral = 0.0
+    for (ta, _, _, va), (tb, _, _, vb) in itertools.pairwise(samples):
+        integral += 0.5 * (va + vb) / COUNTS * (tb - ta)  # Reception times: the TPDOs are sent at each SYNC.
+    moved = (p1 - p0) / COUNTS
+    assert moved > 0.5
+    assert abs(moved - integral) < 0.05 * moved + 0.02, (moved, integral)
+    cruising = [s[3] / COUNTS for s in samples if abs(s[3] / COUNTS - target) < 0.1]
+    assert cruising and max(abs(v - target) for v in cruising) < 1e-3
+    assert all(s[1] & 0x6F == 0x27 for s in samples)  # OPERATION ENABLED throughout.
+    node.state = "SWITCH ON DISABLED"
+    assert node.state == "SWITCH ON DISABLED"

@@ -146,9 +146,11 @@ class Axis:
         self.registers.serve("sys.motion", json_register(self.motion))
         self.registers.serve("sys.reference", real64_register(self.reference))
         self.registers.serve("sys.counters", json_register(self.counts))
+        self.registers.serve("sys.drive", json_register(lambda: self._drive.view() if self._drive else {}))
         self.registers.serve("sys.last_rejection", text_register(lambda: self.counters.last_rejection))
         self._loop: ControlLoop | None = None
         self._drive: Drive | None = None
+        self._drive_fault: tuple[ErrorCode, str] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -478,8 +480,8 @@ class Axis:
 
     def _error_persists(self, sp: Setpoint) -> bool:
         """True if this setpoint cannot end the error: the loop would refuse it, or it is the one that failed."""
-        if self._loop_refuses_motion():
-            return True
+        if self._loop_refuses_motion() or (self._drive is not None and self._drive.fault() is not None):
+            return True  # A drive fault holds until a re-arm.
         code = self.gate.error_code
         if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
             return sp == self._failed_setpoint  # The very setpoint that failed: it would fail again.
@@ -502,6 +504,9 @@ class Axis:
                 gate.on_error(code.text, code)
                 self._diag.report(f"{self.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
+        drive_fault = self._supervise_drive()
+        if drive_fault is not None:
+            pass  # The drive's own report holds the error until a re-arm.
         elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
             if gate.update(now) is ServoState.ERROR:
                 gate.on_recovered("the drive reports again; waiting for a setpoint")
@@ -518,6 +523,28 @@ class Axis:
             self._state = state
             self._feedback_due.set()
         return s
+
+    def _supervise_drive(self) -> tuple[ErrorCode, str] | None:
+        """The drive's own reports: its warnings to the diagnostics; its fault (code and text) as the axis's error
+        (once per fault), cleared only by an explicit re-arm (:meth:`rearm`)."""
+        drive = self._drive
+        if drive is None:
+            return None
+        for note in drive.events():
+            self._diag.report(f"{self.names.label}drive: {note}")
+        fault = drive.fault()
+        if fault is not None and fault != self._drive_fault:
+            self.gate.on_error(fault[1], fault[0])
+            self._diag.report(f"{self.names.label}servo error: {fault[1]}")
+        elif fault is None and self._drive_fault is not None and self.gate.error_code is self._drive_fault[0]:
+            self.gate.on_recovered("the drive is re-armed; waiting for a setpoint")
+            self._diag.report(f"{self.names.label}drive re-armed", Severity.INFO)
+        self._drive_fault = fault
+        return fault
+
+    def rearm(self) -> bool:
+        """Reset a drive fault (the user's explicit command); False if this axis's drive has nothing to re-arm."""
+        return self._drive is not None and self._drive.rearm()
 
     async def _supervise_task(self) -> None:
         """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at

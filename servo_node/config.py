@@ -18,6 +18,7 @@ import pycyphal.application
 
 from .control import Envelope, LoopConfig
 from .drive import Drive, backend
+from .errors import ConfigurationError
 from .registers import RegisterReader
 from .setpoint import Floors
 
@@ -69,6 +70,12 @@ def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConf
     """
     notes = notes if notes is not None else []
     drive = backend_of(reg)
+    mode = reg.text("servo.drive.mode")
+    if mode not in drive.modes:
+        raise ConfigurationError(
+            f"servo.drive.mode {mode!r} is not available with servo.drive.backend "
+            f"{reg.text('servo.drive.backend')!r} (it does {', '.join(drive.modes)})"
+        )
     env = envelope_from_registers(reg)
     rate = reg.real("servo.loop_rate")
     inertia = reg.real("servo.control.inertia") or drive.default_inertia(reg)

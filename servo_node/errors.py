@@ -30,6 +30,8 @@ class ErrorCode(enum.IntEnum):
     """Another node sends heartbeats with this node's ID; the servo refuses to actuate."""
     DRIVE_INCAPABLE = 7
     """The drive cannot move the joint as configured (no force, or an envelope of zero)."""
+    DRIVE_FAULT = 8
+    """The drive reports a fault (its own code and text in ``sys.status``), or could not be brought up."""
 
     @property
     def text(self) -> str:
@@ -46,6 +48,7 @@ _TEXT = {
     ErrorCode.STOP_TIMEOUT: "the stop did not reach rest within its bound; braking at zero velocity",
     ErrorCode.NODE_ID_COLLISION: "node-ID collision: another node uses this node-ID",
     ErrorCode.DRIVE_INCAPABLE: "the drive cannot move the joint (no force or a zero envelope)",
+    ErrorCode.DRIVE_FAULT: "the drive reports a fault",
 }
 
 

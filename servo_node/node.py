@@ -45,6 +45,11 @@ NODE_NAME = "io.github.cyphal_servo.servo_node"
 RESPONSE_GRACE_S = 0.05
 """Time for the response to a RESTART to leave before the node goes away [second]."""
 
+COMMAND_REARM = 0x7E00
+"""Vendor ``uavcan.node.ExecuteCommand``: reset the drive fault of the axis named by the parameter (empty: every
+axis) and bring its drive back to SWITCHED ON; the axis then waits for a setpoint. The only way out of a drive fault
+(error 8); BAD_STATE if no drive had anything to re-arm."""
+
 _Request = uavcan.node.ExecuteCommand_1.Request
 _Response = uavcan.node.ExecuteCommand_1.Response
 
@@ -291,6 +296,11 @@ class ServoNode:
             self._command_due.set()
         elif cmd == _Request.COMMAND_STORE_PERSISTENT_STATES:
             pass  # Every register write is committed to the register file at once.
+        elif cmd == COMMAND_REARM:
+            name = request.parameter.tobytes().decode(errors="replace").strip()
+            axes = [a for a in self._axes if not name or a.names.axis == name]
+            if not axes or not any([a.rearm() for a in axes]):
+                return _Response(status=_Response.STATUS_BAD_STATE)
         else:
             return _Response(status=_Response.STATUS_BAD_COMMAND)
         return _Response(status=_Response.STATUS_SUCCESS)

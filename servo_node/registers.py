@@ -22,8 +22,11 @@ Register                               Type          Default             Meaning
 ``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
                                                                          (``sys.motion`` ``settled``)
 ``servo.drive.backend``                string        "sim"               a name of :data:`servo_node.drive.BACKENDS`:
-                                                                         ``sim`` (embedded sim_plant) or ``udral``
+                                                                         ``sim`` (embedded sim_plant), ``udral`` or
+                                                                         ``cia402``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
+                                                                         or ``position`` (cia402: CSP, the drive's own
+                                                                         position loop)
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N)
 ``servo.drive.rate``                  real32        200                 udral backend: drive setpoint rate [Hz]
 ``servo.drive.feedback_timeout``       real32        0.5                 remote drive silence that is an error [second]
@@ -153,7 +156,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.arrival_tolerance": RegisterSpec(real32(1e-3), _POSITIVE),
     "servo.loop_priority": RegisterSpec(real32(0), scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
     "servo.drive.backend": RegisterSpec(string("sim"), choice(*BACKENDS)),
-    "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque")),
+    "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque", "position")),
     "servo.drive.kind": RegisterSpec(string("rotational"), choice("rotational", "linear")),
     "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
     "servo.drive.feedback_timeout": RegisterSpec(real32(0.5), _POSITIVE),

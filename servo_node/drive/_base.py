@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from ..errors import ErrorCode
+
 if TYPE_CHECKING:
     from cyphal_common.registers import RegisterSpec
 
@@ -64,6 +66,9 @@ class Drive(abc.ABC):
 
     stepped_clock: ClassVar[bool] = False
     """The drive lives inside the loop, so ``servo.loop_clock = stepped`` may step the loop's time."""
+
+    modes: ClassVar[tuple[str, ...]] = ("velocity", "torque")
+    """The ``servo.drive.mode`` values this backend can do."""
 
     unit_register: ClassVar[str] = "servo.drive.kind"
     """The register naming the unit (``rotational``: rad, ``linear``: m); the scope reads it for its axes."""
@@ -128,3 +133,20 @@ class Drive(abc.ABC):
     async def stop(self) -> None:
         """End I/O after telling the drive to stand by (call once the loop has disengaged); idempotent."""
         self.close()
+
+    def fault(self) -> tuple[ErrorCode, str] | None:
+        """What keeps the drive from moving as the drive itself reports it (its code and text), else None; the axis
+        holds it as its error until :meth:`rearm` clears it."""
+        return None
+
+    def events(self) -> list[str]:
+        """Drive warnings since the last call, for the diagnostics."""
+        return []
+
+    def view(self) -> dict[str, Any]:
+        """The drive's own part of ``sys.status`` (``drive``); empty: none."""
+        return {}
+
+    def rearm(self) -> bool:
+        """Reset a drive fault (an explicit user command only); False: nothing to re-arm for this backend."""
+        return False

@@ -27,10 +27,20 @@ def measure(
 
 @njit(cache=True, nogil=True)
 def command(
-    kind: float, d: DriveArrays, now: float, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float
+    kind: float,
+    d: DriveArrays,
+    now: float,
+    engaged: bool,
+    torque: bool,
+    v_cmd: float,
+    f_cmd: float,
+    f_lim: float,
+    ref: np.ndarray,
 ) -> None:
-    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive."""
+    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive; ``ref``:
+    the reference (p, v, a, j) when the command takes effect and one hold later (a bus drive closing its own
+    position loop is given it)."""
     if kind == DRIVE_SIM:
         sim.command(d, engaged, torque, v_cmd, f_cmd, f_lim)
     else:
-        remote.command(d, now, engaged, v_cmd, f_cmd)
+        remote.command(d, now, engaged, v_cmd, f_cmd, ref)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 BACKENDS: Mapping[str, str] = {
     "sim": "servo_node.drive.sim:SimDrive",
     "udral": "servo_node.drive.udral:UdralDrive",
+    "cia402": "servo_node.drive.cia402:Cia402Drive",
 }
 """Every drive backend: its ``servo.drive.backend`` name and ``"module:Class"``."""
 

@@ -15,6 +15,9 @@ from typing import Any
 
 from . import _dictionary as od
 
+PDO_NOT_VALID = 1 << 31
+"""COB-ID bit 31: the PDO does not exist (disabled)."""
+
 
 class BringUpError(RuntimeError):
     """The drive cannot be brought up as configured; the message says which step and why."""
@@ -159,7 +162,15 @@ def _map(pdos: Any, wanted: list[list[int]], cob_base: int, node_id: int, kind: 
         m.cob_id = cob_base + 0x100 * (n - 1) + node_id
         m.trans_type = 1
         m.enabled = n <= len(wanted)
-        for index in wanted[n - 1] if m.enabled else ():
+        if not m.enabled:  # Only its COB-ID marked invalid (one SDO write): the drive sends or takes nothing on it.
+            _step(f"{kind}{n} disabled", _write, node_of(m), m.com_record.od.index, m.cob_id | PDO_NOT_VALID, 1)
+            continue
+        for index in wanted[n - 1]:
             m.add_variable(index)
-        names = ", ".join(f"0x{i:04X}" for i in (wanted[n - 1] if m.enabled else ()))
-        _step(f"{kind}{n} mapping ({names or 'disabled'})", m.save)
+        names = ", ".join(f"0x{i:04X}" for i in wanted[n - 1])
+        _step(f"{kind}{n} mapping ({names})", m.save)
+
+
+def node_of(m: Any) -> Any:
+    """The remote node a PDO map belongs to."""
+    return m.pdo_node.node

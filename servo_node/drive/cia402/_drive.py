@@ -168,8 +168,10 @@ class Cia402Drive(BusDrive):
             node.sdo.RESPONSE_TIMEOUT = s.timeout_s
             self._bus.network.add_node(node)
             self._node = node
+            t0 = time.monotonic()
             self._ident = identify(node, s, self._bus.iface)
             configure(node, s)
+            _logger.info("CANopen node %d identified and configured in %.3g s", s.node_id, time.monotonic() - t0)
             node.tpdo[1].add_callback(self._on_tpdo1)
             node.tpdo[2].add_callback(self._on_tpdo2)
             node.emcy.add_callback(self._on_emcy)
@@ -354,21 +356,19 @@ class Cia402Drive(BusDrive):
         return out
 
     def view(self) -> dict[str, Any]:
-        """The drive's part of ``sys.status``."""
+        """The drive's part of the axis's ``sys.drive`` (compact: a register string holds 256 bytes): node-ID,
+        state, statusword, mode, its error code 0x603F, the last EMCY code, flags (``following_error``,
+        ``warning``, ``internal_limit``) and identity (vendor/product from 0x1018)."""
         sw = self.statusword
-        doc: dict[str, Any] = {
-            "backend": "cia402", "node_id": self.s.node_id, "state": self.state(),
-            "statusword": f"0x{sw:04X}" if sw >= 0 else None, "mode": od.MODE_NAMES[od.MODE_OF_LAW[self.s.law]],
-            "error_code": f"0x{self._error_code:04X}", "emcy": f"0x{self._emcy[0]:04X}" if self._emcy else None,
-            "following_error": bool(sw >= 0 and sw & od.SW_FOLLOWING_ERROR and self.s.law == "position"),
-            "warning": bool(sw >= 0 and sw & od.SW_WARNING),
-            "internal_limit": bool(sw >= 0 and sw & od.SW_INTERNAL_LIMIT),
+        flags = [name for bit, name in ((od.SW_FOLLOWING_ERROR, "following_error"), (od.SW_WARNING, "warning"),
+                                        (od.SW_INTERNAL_LIMIT, "internal_limit"))
+                 if sw >= 0 and sw & bit and (bit != od.SW_FOLLOWING_ERROR or self.s.law == "position")]
+        return {
+            "node": self.s.node_id, "state": self.state(), "sw": f"0x{sw:04X}" if sw >= 0 else None,
+            "mode": od.MODE_NAMES[od.MODE_OF_LAW[self.s.law]], "error_code": f"0x{self._error_code:04X}",
+            "emcy": f"0x{self._emcy[0]:04X}" if self._emcy else None, "flags": flags,
+            "id": f"0x{self._ident.vendor:08X}/0x{self._ident.product:08X}",
         }
-        if self._ident.vendor:
-            doc["identity"] = self._ident.view()
-        if self._fault is not None:
-            doc["fault"] = self._fault[1]
-        return doc
 
     def rearm(self) -> bool:
         """Fault reset (the rising edge of controlword bit 7), then Shutdown → Switch On; clears our fault when the

@@ -81,6 +81,7 @@ def rig(tmp: Path, mode: str = "velocity", plant: dict[str, str] | None = None, 
         SERVO__PROFILE__VELOCITY="-10 10",
         SERVO__PROFILE__ACCELERATION="-50 50",
         SERVO__PROFILE__JERK="500",
+        **({"SERVO__CONTROL__TORQUE_GAINS": "400 40"} if mode == "torque" else {}),  # As the UDRAL torque tests.
     )
     plant_cmd = [*SIM_PLANT, "--registry", ":memory:", "--canopen", str(DRIVE_ID), "--can", iface]
     with popen(plant_cmd, plant_env) if with_plant else _nothing() as plant_proc:

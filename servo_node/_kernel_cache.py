@@ -37,10 +37,18 @@ def _cache_dirs() -> list[Path]:
     return [_ROOT / s / "__pycache__" for s in folders]
 
 
+def _kernel_sources(folder: str) -> list[Path]:
+    """The folder's modules, and those of its subpackages that use numba (a drive backend's subpackage also holds
+    its Python half, whose edits must not cost a recompile of every kernel)."""
+    top = sorted((_ROOT / folder).glob("*.py"))
+    nested = [p for p in sorted((_ROOT / folder).glob("*/**/*.py")) if b"numba" in p.read_bytes()]
+    return top + nested
+
+
 def _digest() -> str:
     h = hashlib.sha256()
     for folder in _SOURCES:
-        for path in sorted((_ROOT / folder).rglob("*.py")):
+        for path in _kernel_sources(folder):
             h.update(str(path.relative_to(_ROOT)).encode() + b"\0" + path.read_bytes())
     for name in _SHARED_FILES:
         h.update(name.encode() + b"\0" + (_ROOT / name).read_bytes())

@@ -537,14 +537,18 @@ class Axis:
             self.gate.on_error(fault[1], fault[0])
             self._diag.report(f"{self.names.label}servo error: {fault[1]}")
         elif fault is None and self._drive_fault is not None and self.gate.error_code is self._drive_fault[0]:
-            self.gate.on_recovered("the drive is re-armed; waiting for a setpoint")
-            self._diag.report(f"{self.names.label}drive re-armed", Severity.INFO)
+            self.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
+            self._diag.report(f"{self.names.label}drive fault cleared", Severity.INFO)
         self._drive_fault = fault
         return fault
 
     def rearm(self) -> bool:
         """Reset a drive fault (the user's explicit command); False if this axis's drive has nothing to re-arm."""
         return self._drive is not None and self._drive.rearm()
+
+    def home(self) -> bool:
+        """Home the drive (the user's explicit command), only while the loop does not command it."""
+        return self._drive is not None and not self.moving and self._drive.home()
 
     async def _supervise_task(self) -> None:
         """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at

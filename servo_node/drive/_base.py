@@ -150,3 +150,8 @@ class Drive(abc.ABC):
     def rearm(self) -> bool:
         """Reset a drive fault (an explicit user command only); False: nothing to re-arm for this backend."""
         return False
+
+    def home(self) -> bool:
+        """Run the drive's homing (an explicit user command only, the loop disengaged); False: not possible now, or
+        this backend has none."""
+        return False

@@ -23,6 +23,10 @@ class BringUpError(RuntimeError):
     """The drive cannot be brought up as configured; the message says which step and why."""
 
 
+class NoAnswerError(BringUpError):
+    """Nothing answers at the drive's node-ID (absent, not yet booted, wrong node-ID or bit rate)."""
+
+
 @dataclass(frozen=True)
 class Settings:
     """What the bring-up and the cycle need of one axis's registers."""
@@ -99,7 +103,7 @@ def identify(node: Any, s: Settings, iface: str) -> Identity:
     try:
         ident.device_type = _read(node, od.DEVICE_TYPE)
     except canopen.SdoCommunicationError as ex:
-        raise BringUpError(
+        raise NoAnswerError(
             f"no answer from CANopen node-ID {s.node_id} on {iface} ({ex}): is the drive powered, on this bus, at "
             "this node-ID (servo.drive.canopen.node_id) and bit rate?"
         ) from ex

@@ -28,7 +28,7 @@ from .._bus import BusDrive
 from .._table import require
 from . import _dictionary as od
 from . import _network
-from ._bringup import BringUpError, Identity, Settings, configure, identify
+from ._bringup import BringUpError, Identity, NoAnswerError, Settings, configure, identify
 from ._registers import specs
 
 if TYPE_CHECKING:
@@ -40,6 +40,8 @@ _logger = logging.getLogger(__name__)
 
 I32, I16 = 2**31 - 1, 2**15 - 1
 FAULT_STATES = ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE")
+ANSWER_RETRY_S = 1.0
+"""A drive that does not answer is asked again this often (reported as error 8 meanwhile) [second]."""
 
 
 def _clip(x: float, bound: int) -> int:
@@ -163,13 +165,24 @@ class Cia402Drive(BusDrive):
         import canopen
 
         s = self.s
+        absent: tuple[ErrorCode, str] | None = None
         try:
             node = canopen.RemoteNode(s.node_id, od.dictionary())
             node.sdo.RESPONSE_TIMEOUT = s.timeout_s
             self._bus.network.add_node(node)
             self._node = node
-            t0 = time.monotonic()
-            self._ident = identify(node, s, self._bus.iface)
+            while True:  # A drive that boots after us (or comes back) is waited for; its absence is reported.
+                try:
+                    t0 = time.monotonic()
+                    self._ident = identify(node, s, self._bus.iface)
+                    break
+                except NoAnswerError as ex:
+                    absent = (ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")
+                    self._set_fault(*absent)
+                    if self._closing.wait(ANSWER_RETRY_S):
+                        return
+            if self._fault is not None and self._fault == absent:
+                self._fault = None  # It answers now.
             configure(node, s)
             _logger.info("CANopen node %d identified and configured in %.3g s", s.node_id, time.monotonic() - t0)
             node.tpdo[1].add_callback(self._on_tpdo1)
@@ -295,7 +308,7 @@ class Cia402Drive(BusDrive):
     def _on_tpdo2(self, m: Any) -> None:
         received = time.monotonic()
         k = self.s.counts_per_unit
-        stamp = self._bus.next_cycle_at() - self._bus.period_s  # The SYNC this answers.
+        stamp = self._bus.sync_at()  # The SYNC this answers: the drive sampled its state then.
         v = int(m[od.VELOCITY_ACTUAL].raw) / k
         rated = self._ident.rated_torque
         f = int(m[od.TORQUE_ACTUAL].raw) / 1000.0 * rated
@@ -378,6 +391,44 @@ class Cia402Drive(BusDrive):
         self._thread = threading.Thread(target=self._rearm, name=f"cia402 rearm {self.s.node_id}", daemon=True)
         self._thread.start()
         return True
+
+    def home(self) -> bool:
+        """Homing (mode 6, ``servo.drive.canopen.homing_method`` and ``home_offset``) on the user's explicit command
+        only, with the loop disengaged; then back to the cyclic mode in SWITCHED ON (in a thread). False: not
+        possible now (not up, busy, or the loop commands the drive)."""
+        read_seqlocked(self.arrays.tx, self._tx)
+        busy = self._thread is not None and self._thread.is_alive()
+        if not self._ready or busy or self._tx[link.TX_ENABLE] != 0.0 or self.state() != "SWITCHED ON":
+            return False
+        self._thread = threading.Thread(target=self._home, name=f"cia402 home {self.s.node_id}", daemon=True)
+        self._thread.start()
+        return True
+
+    def _home(self) -> None:
+        s, node = self.s, self._node
+        self._walking = True
+        try:
+            node.sdo[od.HOMING_METHOD].raw = s.homing_method
+            node.sdo[od.HOME_OFFSET].raw = _clip(s.home_offset * s.counts_per_unit, I32)
+            node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_HOMING
+            self._cw = od.CW_ENABLE
+            self._wait_state("OPERATION ENABLED")
+            self._cw = od.CW_HOMING_START
+            self._wait(lambda: self.statusword & (od.SW_HOMING_ATTAINED | od.SW_TARGET_REACHED)
+                       == od.SW_HOMING_ATTAINED | od.SW_TARGET_REACHED, "homing attained")
+            if self.statusword & od.SW_FOLLOWING_ERROR:
+                raise BringUpError(f"homing error (statusword 0x{self.statusword:04X})")
+            self._events.append(f"homed (method {s.homing_method}) at {self._p_counts / s.counts_per_unit:.6g}")
+        except Exception as ex:  # Reported; the drive is put back below either way.
+            self._events.append(f"homing failed: {ex}")
+        finally:
+            try:
+                self._cw = od.CW_SWITCH_ON
+                self._wait_state("SWITCHED ON")
+                node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_OF_LAW[s.law]
+            except Exception as ex:
+                self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: after homing: {ex}")
+            self._walking = False
 
     def _rearm(self) -> None:
         self._walking = True

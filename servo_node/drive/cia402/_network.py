@@ -52,7 +52,8 @@ class CanopenBus:
         self._cyclers: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_sync = 0.0
+        self._sync_at = 0.0
+        self._next_at = 0.0
         self.syncs = 0
         self.heartbeat: Any = self.network.create_node(master_id, od.master_dictionary(round(heartbeat_s * 1e3)))
         self.heartbeat.nmt.state = "INITIALISING"  # Boot-up, then the heartbeat producer runs.
@@ -76,7 +77,11 @@ class CanopenBus:
 
     def next_cycle_at(self) -> float:
         """When the cycle after this one starts (monotonic) — when a command sent now is replaced."""
-        return self._last_sync + self.period_s
+        return self._next_at
+
+    def sync_at(self) -> float:
+        """When the last SYNC went out (or was heard) — the instant the drives' TPDOs describe (monotonic)."""
+        return self._sync_at
 
     def _cycle(self) -> None:
         for fn in self._cyclers:
@@ -88,8 +93,9 @@ class CanopenBus:
     def _run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            self._last_sync = next_at
+            self._next_at = next_at + self.period_s
             self._cycle()
+            self._sync_at = time.monotonic()  # The actual instant, late or not: what the measurements are stamped.
             try:
                 self.network.sync.transmit()
                 self.syncs += 1
@@ -102,7 +108,8 @@ class CanopenBus:
             self._stop.wait(max(0.0, delay))
 
     def _on_sync(self, _can_id: int, _data: bytes, _timestamp: float) -> None:
-        self._last_sync = time.monotonic()
+        self._sync_at = time.monotonic()
+        self._next_at = self._sync_at + self.period_s
         self.syncs += 1
         self._cycle()
 

@@ -69,6 +69,7 @@ class Cia402Drive(BusDrive):
         self._enable_asked_at = math.nan
         self.statusword = -1
         self._p_counts = 0
+        self._p_received = 0.0
         self._last_v = math.nan
         self._last_stamp = math.nan
         self._fault: tuple[ErrorCode, str] | None = None
@@ -299,6 +300,7 @@ class Cia402Drive(BusDrive):
     # ---------------------------------------------------------------- receptions (canopen's receive thread)
 
     def _on_tpdo1(self, m: Any) -> None:
+        self._p_received = time.monotonic()
         sw = int(m[od.STATUSWORD].raw)
         self._p_counts = int(m[od.POSITION_ACTUAL].raw)
         if sw != self.statusword:
@@ -308,7 +310,10 @@ class Cia402Drive(BusDrive):
     def _on_tpdo2(self, m: Any) -> None:
         received = time.monotonic()
         k = self.s.counts_per_unit
-        stamp = self._bus.sync_at()  # The SYNC this answers: the drive sampled its state then.
+        # The drive sampled its state when the SYNC reached it, between our sending of it and the reception of its
+        # answer: the middle of that round trip (the symmetric split NTP makes), good to its asymmetry.
+        sync_at = self._bus.sync_at()
+        stamp = 0.5 * (sync_at + self._p_received) if self._p_received >= sync_at else sync_at
         v = int(m[od.VELOCITY_ACTUAL].raw) / k
         rated = self._ident.rated_torque
         f = int(m[od.TORQUE_ACTUAL].raw) / 1000.0 * rated

@@ -200,3 +200,36 @@ def test_absent_drive_or_wrong_node_id_is_a_clear_error(tmp_path: Path) -> None:
         s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=30, what="the bring-up error")
         assert "no answer from CANopen node-ID 6" in s["reason"], s
         assert r.drive()["state"] == "UNKNOWN"
+
+
+def test_two_axes_on_one_bus(tmp_path: Path) -> None:
+    """Two axes of one node, each a CiA 402 drive (node-IDs 5 and 6) on the same bus (one network, one SYNC):
+    each follows its own setpoint."""
+    iface = _iface()
+    env = base_env(UAVCAN__NODE__ID=str(NODE), SERVO__AXES="left right")
+    for axis, drive_id, subject in (("LEFT", 5, SETPOINT), ("RIGHT", 6, SETPOINT + 1)):
+        env.update({
+            f"UAVCAN__SUB__{axis}__SETPOINT_SERVO__ID": str(subject),
+            f"{axis}__SERVO__DRIVE__BACKEND": "cia402",
+            f"{axis}__SERVO__DRIVE__CAN__IFACE": iface,
+            f"{axis}__SERVO__DRIVE__CANOPEN__NODE_ID": str(drive_id),
+        })
+    plant = [*SIM_PLANT, "--registry", ":memory:", "--can", iface, "--canopen"]
+    with popen([*plant, "5"], base_env()), popen([*plant, "6"], base_env()):
+        with servo_node(env, tmp_path / "servo.db", NODE):
+            reader = RegisterClient(env, NODE, CLIENT + 1)
+            try:
+                for axis in ("left", "right"):
+                    wait_for(lambda a=axis: reader.json(f"{a}.sys.drive").get("state") == "SWITCHED ON", timeout=180,
+                             what=f"{axis}'s drive brought up")
+                e = {k: v for k, v in env.items() if not k.startswith(("SERVO__", "SIM__", "LEFT__", "RIGHT__"))}
+                e["UAVCAN__NODE__ID"] = str(CLIENT)
+                pub = [str(BIN / "y"), "pub", "-T", "0.1", "--", f"{SETPOINT}:uavcan.primitive.scalar.real32", "2",
+                       f"{SETPOINT + 1}:uavcan.primitive.scalar.real32", "-1"]
+                with popen(pub, e):
+                    for axis, target in (("left", 2.0), ("right", -1.0)):
+                        wait_for(lambda a=axis, t=target: abs(reader.json(f"{a}.sys.motion")["meas"][0] - t) < 0.01,
+                                 timeout=60, what=f"{axis} at {target}: {reader.json(f'{axis}.sys.status')}")
+                assert [reader.json(f"{a}.sys.drive")["node"] for a in ("left", "right")] == [5, 6]
+            finally:
+                reader.close()

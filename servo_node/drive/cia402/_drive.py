@@ -41,7 +41,8 @@ _logger = logging.getLogger(__name__)
 I32, I16 = 2**31 - 1, 2**15 - 1
 FAULT_STATES = ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE")
 ANSWER_RETRY_S = 1.0
-"""A drive that does not answer is asked again this often (reported as error 8 meanwhile) [second]."""
+"""A drive that does not answer, or did not take a transition of the bring-up in time, is tried again this often
+(reported as error 8 meanwhile) [second]."""
 
 
 def _clip(x: float, bound: int) -> int:
@@ -167,6 +168,7 @@ class Cia402Drive(BusDrive):
 
         s = self.s
         absent: tuple[ErrorCode, str] | None = None
+        walk: tuple[ErrorCode, str] | None = None
         try:
             node = canopen.RemoteNode(s.node_id, od.dictionary())
             node.sdo.RESPONSE_TIMEOUT = s.timeout_s
@@ -197,7 +199,17 @@ class Cia402Drive(BusDrive):
             self._bus.add_cycler(self._cycle)
             node.nmt.state = "OPERATIONAL"
             self._wait(lambda: self.statusword >= 0, "the first TPDO (statusword) after NMT OPERATIONAL")
-            self._walk_to_switched_on()
+            while True:  # A transition not taken in time is reported, and the walk tried again.
+                try:
+                    self._walk_to_switched_on()
+                    break
+                except BringUpError as ex:
+                    walk = (ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")
+                    self._set_fault(*walk)
+                    if self._closing.wait(ANSWER_RETRY_S) or self._fault != walk:
+                        return
+            if self._fault is not None and self._fault == walk:
+                self._fault = None
             _logger.info("CANopen node %d up: %s, %s", s.node_id, self.state(), self._ident.view())
         except BringUpError as ex:
             self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")

@@ -68,6 +68,9 @@ from .start import Staging, Start
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
 
+REARM_POLL_S = 0.2
+"""While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""
+
 STOP_MARGIN_S = 0.5
 """Slack of a safe stop's bound beyond the planned stop and the hold [second]."""
 
@@ -151,6 +154,8 @@ class Axis:
         self._loop: ControlLoop | None = None
         self._drive: Drive | None = None
         self._drive_fault: tuple[ErrorCode, str] | None = None
+        self._rearm_count = self.registers.real("servo.drive.rearm")
+        self._rearm_check_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -533,6 +538,12 @@ class Axis:
         for note in drive.events():
             self._diag.report(f"{self.names.label}drive: {note}")
         fault = drive.fault()
+        if fault is not None and time.monotonic() >= self._rearm_check_at:
+            self._rearm_check_at = time.monotonic() + REARM_POLL_S
+            count = self.registers.real("servo.drive.rearm")
+            if count != self._rearm_count:  # The user wrote servo.drive.rearm: the same as the re-arm command.
+                self._rearm_count = count
+                drive.rearm()
         if fault is not None and fault != self._drive_fault:
             self.gate.on_error(fault[1], fault[0])
             self._diag.report(f"{self.names.label}servo error: {fault[1]}")

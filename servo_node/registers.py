@@ -66,6 +66,8 @@ Register                               Type          Default             Meaning
                                                                          its timestamp (true) or its reception
 ``servo.mimic.leader_node_id``         natural16     65535               mimic: the leader's node-ID; 65535: the
                                                                          sender of the first leader sample
+``servo.drive.rearm``                  natural16     0                   a drive fault is reset when a write changes it
+                                                                         (as ExecuteCommand 0x7E00 does)
 ``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
                                                                          uavcan.time.Synchronization master if one
                                                                          is heard), ``master``, or ``off``
@@ -186,6 +188,9 @@ SPECS: Mapping[str, RegisterSpec] = {
     ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.axes": RegisterSpec(string(""), _axis_list),
+    "servo.drive.rearm": RegisterSpec(
+        natural16(0), scalar(lambda x: x == int(x) and 0 <= x <= 0xFFFF, "a count 0..65535")
+    ),
     **backend_register_specs(),
 }
 """The application registers (see the module docstring for their meaning)."""

@@ -82,3 +82,4 @@ numerics are :mod:`sim_plant`; the Cyphal plumbing shared with the servo node is
 """
 
 from ._main import main as main
+

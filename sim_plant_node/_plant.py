@@ -23,6 +23,10 @@ QUICK_STOP_MARGIN_S = 0.5
 """Time a quick stop may take beyond its ideal duration (velocity / deceleration) before the motor is switched off
 anyway: a load stronger than the motor must not keep it powered forever."""
 
+TRACK_SUBSTEP_S = 0.002
+"""Longest step of the joint while tracking: the position loop is re-evaluated at least this often, so a stall
+cannot make its gain unstable."""
+
 MAX_STEP_S = 0.5
 """Longest wall-time gap stepped at once; a longer stall (a suspended process) loses the excess instead of
 stepping through seconds of simulated time in one lock-holding call."""
@@ -36,6 +40,7 @@ class Mode(enum.Enum):
     POSITION = "position"
     VELOCITY = "velocity"
     FORCE = "force"
+    TRACK = "track"  # A streamed position reference followed by an interpolating position loop (CiA 402 CSP).
 
 
 class SetpointRejectedError(ValueError):
@@ -119,6 +124,7 @@ class Plant:
         self._stop_velocity = 0.0  # and its bound [s] (QUICK_STOP mode only).
         self._stop_deceleration = 0.0
         self._stop_bound = 0.0
+        self._track = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # TRACK: (start, position, velocity, acceleration, gain, horizon)
         self.lost_time = 0.0
         """Wall time not simulated because of stalls longer than :data:`MAX_STEP_S` [s]."""
         self.max_gap = 0.0
@@ -174,9 +180,12 @@ class Plant:
                     self.lost_time += gap - MAX_STEP_S
                     gap = MAX_STEP_S
                 try:
-                    if self._mode is Mode.QUICK_STOP:
-                        self._quick_stop_step(gap)
-                    self._joint.step(gap)
+                    if self._mode is Mode.TRACK:
+                        self._track_steps(gap)
+                    else:
+                        if self._mode is Mode.QUICK_STOP:
+                            self._quick_stop_step(gap)
+                        self._joint.step(gap)
                 except Exception:  # Never let the physics thread die silently: the node would freeze.
                     _logger.exception("Joint step failed; the joint is made passive")
                     self._apply_passive()
@@ -193,8 +202,8 @@ class Plant:
             if command.mode is Mode.PASSIVE:
                 self._apply_passive()
                 return
-            if command.mode is Mode.QUICK_STOP:
-                raise ValueError("a quick stop is started by quick_stop(), not by a command")
+            if command.mode in (Mode.QUICK_STOP, Mode.TRACK):
+                raise ValueError(f"{command.mode.value} is started by its own method, not by a command")
             j.set_acceleration(self.params.acceleration)  # A quick stop lifted the limit; the joint's own again.
             j.set_motor_force(command.motor_force)
             if command.mode is Mode.FORCE:
@@ -206,6 +215,44 @@ class Plant:
                 self._force = 0.0
             self._motor_force = command.motor_force
             self._mode = command.mode
+
+    def track(
+        self, position: float, velocity: float, acceleration: float, gain: float, motor_force: float, horizon: float
+    ) -> None:
+        """Follow a position reference from now on (thread-safe): the drive's interpolating position loop of CiA 402
+        CSP. The reference is extrapolated from this instant, p(τ) = position + velocity·τ + acceleration·τ²/2, and
+        the joint's velocity controller (the motor, up to ``motor_force``) gets v(τ) + gain·(p(τ) − q) at every
+        step of at most :data:`TRACK_SUBSTEP_S`; a new call replaces the reference (one per SYNC). Past ``horizon``
+        seconds without a new call the reference stops where it got (a silent master must not drive the joint on).
+        Ends a quick stop.
+        """
+        with self._lock:
+            j = self._joint
+            j.set_acceleration(self.params.acceleration)
+            j.set_motor_force(motor_force)
+            j.set_position(math.inf)
+            self._track = (j.time, position, velocity, acceleration, gain, horizon)
+            self._motor_force = motor_force
+            self._force = 0.0
+            self._mode = Mode.TRACK
+            self._track_command()
+
+    def _track_command(self) -> None:
+        """With the lock held: the velocity command of the position loop at the joint's present time."""
+        j = self._joint
+        t0, p, v, a, gain, horizon = self._track
+        tau = min(j.time - t0, horizon)
+        moving = j.time - t0 <= horizon
+        vc = (v + a * tau if moving else 0.0) + gain * (p + v * tau + 0.5 * a * tau * tau - j.position)
+        vmax = self.params.max_velocity
+        j.set_velocity(max(-vmax, min(vmax, vc)))
+
+    def _track_steps(self, dt: float) -> None:
+        """With the lock held: step ``dt`` in substeps, the position loop evaluated before each."""
+        n = max(1, math.ceil(dt / TRACK_SUBSTEP_S))
+        for _ in range(n):
+            self._track_command()
+            self._joint.step(dt / n)
 
     def quick_stop(self, deceleration: float) -> float:
         """Brake the joint to rest, then switch the motor off (thread-safe); returns the bound on its duration [s].

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from typing import Any
 
 import can
@@ -42,6 +43,7 @@ class UdpMulticastCanBus(can.BusABC):  # type: ignore[misc]
         except OSError as ex:  # Still host-local thanks to TTL 0.
             _logger.warning("udpmc %s: could not restrict the socket to the loopback interface: %s", group, ex)
         self.channel_info = f"udpmc:{group}:{port}"
+        self._cyclic: list[Any] = []  # Every periodic send task ever started here (see shutdown()).
         super().__init__(channel=self.channel_info, **kwargs)
 
     def send(self, msg: can.Message, timeout: float | None = None) -> None:
@@ -59,9 +61,21 @@ class UdpMulticastCanBus(can.BusABC):  # type: ignore[misc]
         """The socket's descriptor (python-can's notifier may select on it)."""
         return int(self._inner.fileno())
 
+    def _send_periodic_internal(self, *args: Any, **kwargs: Any) -> Any:
+        task = super()._send_periodic_internal(*args, **kwargs)
+        self._cyclic.append(task)
+        return task
+
     def shutdown(self) -> None:
-        """Close the socket. Idempotent."""
+        """Stop the periodic send tasks and wait for their threads (a stopped task may be mid-send: it must not
+        send on a closed socket), then close the socket. Idempotent."""
         super().shutdown()
+        for task in self._cyclic:
+            task.stop()
+            thread = getattr(task, "thread", None)
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=1.0)
+        self._cyclic.clear()
         self._inner.shutdown()
 
 

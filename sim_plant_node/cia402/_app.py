@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import can
 import canopen
 
 from cyphal_common.transport import open_can_bus
@@ -118,6 +121,7 @@ class Emulator:
         self.network: canopen.Network | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._bus: can.BusABC | None = None
         self._started = False
 
     def start(self) -> Emulator:
@@ -126,6 +130,7 @@ class Emulator:
             return self
         self._started = True
         try:
+            self._bus = open_can_bus(self.iface)  # First: a bad iface fails before the (possibly slow) warm-up.
             Plant.warm_up(self.params)
             self.plant = Plant(self.params, self._step_rate)
             with ob.eds_path() as eds:
@@ -143,7 +148,7 @@ class Emulator:
             self.drive = Cia402Drive(self.plant, defaults, self._cpu, emcy, self._fault_after)
             self.node = DriveNode(self.node_id, od, self.drive)
             node_ref.append(self.node)
-            self.network = canopen.Network(open_can_bus(self.iface))
+            self.network = canopen.Network(self._bus)
             self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
             self.network[self.node_id] = self.node
             self.network.connect()
@@ -163,11 +168,14 @@ class Emulator:
     def _housekeeping(self) -> None:
         node = self.node
         assert node is not None
+        logged = -math.inf
         while not self._stop.wait(TICK_S):
             try:
                 node.tick()
-            except Exception:  # A bus error must not silently end supervision: log and keep going.
-                _logger.exception("Housekeeping failed")
+            except Exception:  # A bus error must not silently end supervision: log (at most 1/s) and keep going.
+                if time.monotonic() - logged >= 1.0:
+                    logged = time.monotonic()
+                    _logger.exception("Housekeeping failed")
 
     def close(self) -> None:
         """Stop housekeeping, leave the bus, stop the joint. Idempotent."""
@@ -181,7 +189,11 @@ class Emulator:
         if self.network is not None:
             network, self.network = self.network, None
             with contextlib.suppress(Exception):
-                network.disconnect()
+                network.disconnect()  # Shuts the bus down too.
+        elif self._bus is not None:
+            with contextlib.suppress(Exception):
+                self._bus.shutdown()
+        self._bus = None
         if self.plant is not None:
             self.plant.close()
 

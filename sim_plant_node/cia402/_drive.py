@@ -6,14 +6,16 @@ TPDOs and SDO uploads carry (:meth:`Cia402Drive.read`). All methods are thread-s
 
 Motion: the joint (:class:`sim_plant_node._plant.Plant`) runs continuously in real time like a drive's inner loops;
 a cycle latches the targets. CSV: the joint's velocity controller gets target velocity + velocity offset; CST: the
-motor force is target torque + torque offset; CSP: the drive's position loop, v = velocity offset +
-``sim.control_p``·(target − position), recomputed every cycle (the joint's motor is an ideal velocity loop up to
-``sim.max_force``, so the torque offset of CSP is held and mapped but moves nothing). Stops are the plant's
+motor force is target torque + torque offset; CSP: each new target starts the drive's interpolating position loop
+(:meth:`~sim_plant_node._plant.Plant.track`, at the physics rate): the reference is extrapolated from the target
+with the velocity offset and, as acceleration feed-forward, torque offset / ``sim.inertia``, and the joint's
+velocity controller gets reference velocity + ``sim.control_p``·(reference − position). Stops are the plant's
 constant-deceleration ramp (quick stop 0x6085, slow down 0x6084) ending with the motor off.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -29,6 +31,12 @@ from ._statemachine import State
 _logger = logging.getLogger(__name__)
 
 NAN = math.nan
+
+MAX_LATCH_AGE_S = 0.1
+"""Oldest physics step carried forward to a SYNC's instant (older: a stall; the step is reported as it is)."""
+
+CSP_HORIZON_S = 0.05
+"""How long the CSP interpolator extrapolates a target without a newer one before holding where it got."""
 
 EmcyCallback = Callable[[int, int], None]
 """(error code, error register): send an EMCY (code 0 = error reset)."""
@@ -82,6 +90,8 @@ class Cia402Drive:
         self._comm_warning = False
         self._fault_after = fault_after
         self._fault_at: float | None = None
+        self._targets_written = 0  # Writes of the CSP targets so far, and the count the interpolator last took.
+        self._targets_seen = -1
 
     # ------------------------------------------------------------------ inputs
 
@@ -102,6 +112,8 @@ class Cia402Drive:
             if allowed is not None and value not in allowed:
                 raise RefusedError(f"0x{index:04X} = {value} is not one of {allowed}")
             self._v[index] = int(value)
+            if index in (ob.TARGET_POSITION, ob.VELOCITY_OFFSET, ob.TORQUE_OFFSET):
+                self._targets_written += 1
             if index == ob.CONTROLWORD:
                 self._on_controlword(int(value))
             elif index == ob.MODES_OF_OPERATION:
@@ -240,8 +252,18 @@ class Cia402Drive:
             if self.state is State.OPERATION_ENABLED and not self._ramping and not self._hold_after_ramp:
                 if not self._controlword & sm.CW_HALT:
                     self._apply_mode()
-            self._sample = self._plant.sample()
-            self._update_following_error(time.monotonic())
+            now = time.monotonic()
+            self._sample = self._latched(now)
+            self._update_following_error(now)
+
+    def _latched(self, now: float) -> _plant.Sample:
+        """The joint's state at ``now`` (the SYNC's instant, as a drive latches its encoder): the latest physics
+        step carried forward by its velocity over the step's age (≤ 1 ms normally, longer when the host lags)."""
+        s = self._plant.sample()
+        age = now - s.monotonic
+        if not 0.0 < age <= MAX_LATCH_AGE_S:
+            return s
+        return dataclasses.replace(s, monotonic=now, position=s.position + s.velocity * age)
 
     def supervise(self, now: float | None = None) -> None:
         """Ramps that ended, the injected fault's time: called often (≥ 50 Hz) whatever the SYNC does."""
@@ -263,6 +285,7 @@ class Cia402Drive:
         p = self._plant.params
         mode = self._v[ob.MODES_OF_OPERATION_DISPLAY]
         cpu = self._cpu
+        homing_edge, self._homing_edge = self._homing_edge, False
         torque_limit = p.max_force * min(self._v[ob.MAX_TORQUE], 1000) / 1000.0
         rated = self._v[ob.RATED_TORQUE] / 1000.0
         if mode == ob.MODE_CSV:
@@ -275,19 +298,22 @@ class Cia402Drive:
             f = max(-torque_limit, min(torque_limit, f))
             command = Command(Mode.FORCE, motor_force=p.max_force, force=f)
         elif mode == ob.MODE_CSP:
-            q = self._plant.sample().position
+            if self._targets_seen == self._targets_written and self._plant.sample().mode is Mode.TRACK:
+                return  # No new target since the last cycle: the interpolator goes on from the last one.
+            self._targets_seen = self._targets_written
             target = (self._v[ob.TARGET_POSITION] - self._offset) / cpu
-            v = self._v[ob.VELOCITY_OFFSET] / cpu + p.control_p * (target - q)
+            v = self._v[ob.VELOCITY_OFFSET] / cpu
+            a = (self._v[ob.TORQUE_OFFSET] / 1000.0 * rated) / p.inertia
             self._internal_limit = abs(v) > p.max_velocity
-            command = interpret(NAN, v, torque_limit, p.max_velocity, p.max_force)
+            self._plant.track(target, v, a, p.control_p, torque_limit, CSP_HORIZON_S)
+            return
         else:  # No mode, or homing: hold still (homing on the current position needs no motion).
-            if mode == ob.MODE_HOMING and self._homing_edge:
+            if mode == ob.MODE_HOMING and homing_edge:
                 self._offset = self._v[ob.HOME_OFFSET] - _clip(self._plant.sample().position * cpu, 64)
                 self._homing_attained = True
                 _logger.info("Homed: position actual is now the home offset %d", self._v[ob.HOME_OFFSET])
             self._internal_limit = False
             command = Command(Mode.VELOCITY, math.inf, 0.0, torque_limit)
-        self._homing_edge = False
         if command is not None:
             self._plant.apply(command)
 

@@ -141,17 +141,21 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
             except RefusedError as ex:
                 _logger.info("Refused 0x%04X: %s", index, ex)
                 raise SdoAbortedError(ABORT_VALUE_RANGE) from None
-        elif ob.RPDO_MAP <= index < ob.RPDO_MAP + ob.PDO_COUNT or ob.TPDO_MAP <= index < ob.TPDO_MAP + ob.PDO_COUNT:
-            self._check_mapping(index, subindex, od.decode_raw(data))
-        elif (ob.RPDO_COMM <= index < ob.RPDO_COMM + ob.PDO_COUNT or ob.TPDO_COMM <= index < ob.TPDO_COMM + 4) and (
-            subindex == 2
-        ):
+            return
+        pdo = ob.pdo_parameter(index)
+        if pdo is None:
+            return
+        receive, mapping, _ = pdo
+        if mapping:
+            self._check_mapping(receive, index, subindex, od.decode_raw(data))
+        elif subindex == 2:  # Transmission type: synchronous 0…240 or event-driven 254/255 (no RTR-only types).
             trans_type = od.decode_raw(data)
             if not (trans_type <= 240 or trans_type >= 254):
                 raise SdoAbortedError(ABORT_VALUE_RANGE)
 
-    def _check_mapping(self, index: int, subindex: int, value: int) -> None:
-        receive = index < ob.TPDO_MAP
+    def _check_mapping(self, receive: bool, index: int, subindex: int, value: int) -> None:
+        """A mapping entry names an existing, mappable object of the PDO's direction with its length; the count
+        keeps the PDO within 8 entries and 64 bits."""
         if subindex == 0:
             if value > 8:
                 raise SdoAbortedError(ABORT_VALUE_RANGE)
@@ -175,10 +179,10 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
         """Store a value (canopen), then apply what it configures: PDOs, SYNC, heartbeat consumer."""
         super().set_data(index, subindex, data, check_writable)
         with self._lock:
-            if ob.RPDO_COMM <= index < ob.RPDO_COMM + ob.PDO_COUNT or ob.RPDO_MAP <= index < ob.RPDO_MAP + 4:
-                self._reload(self.rpdo.map[(index & 0xFF) + 1])
-            elif ob.TPDO_COMM <= index < ob.TPDO_COMM + ob.PDO_COUNT or ob.TPDO_MAP <= index < ob.TPDO_MAP + 4:
-                self._reload(self.tpdo.map[(index & 0xFF) + 1])
+            pdo = ob.pdo_parameter(index)
+            if pdo is not None:
+                receive, _, number = pdo
+                self._reload((self.rpdo if receive else self.tpdo).map[number])
             elif index == ob.SYNC_COB_ID:
                 self._configure_sync()
             elif index == ob.CONSUMER_HEARTBEAT:
@@ -193,6 +197,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _on_nmt(self, can_id: int, data: bytes, timestamp: float) -> None:
         """After canopen's NMT slave took the command: resets boot again; stopped/resets react as a lost link."""
+        if len(data) < 2 or data[1] not in (0, self.id):
+            return  # A command to another node.
         state = self.nmt.state
         if state in ("INITIALISING", "STOPPED"):
             self.drive.connection_ended()
@@ -203,9 +209,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
                 self._pending.clear()
                 self._unsubscribe_all()
                 self._configure_all()
-            self.nmt.start_heartbeat(int(self.sdo[ob.PRODUCER_HEARTBEAT].raw))
-            self.nmt.state = "INITIALISING"
-            self.nmt.state = "PRE-OPERATIONAL"
+            self.nmt.state = "INITIALISING"  # Boot-up message…
+            self.nmt.state = "PRE-OPERATIONAL"  # …and the heartbeat at the power-on 0x1017.
 
     def _on_rpdo(self, m: PdoMap) -> None:
         if not self.operational:

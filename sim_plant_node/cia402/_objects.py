@@ -25,6 +25,20 @@ RPDO_COMM, RPDO_MAP, TPDO_COMM, TPDO_MAP = 0x1400, 0x1600, 0x1800, 0x1A00
 PDO_COUNT = 4
 """RPDOs and TPDOs each (communication 0x1400…0x1403 / 0x1800…0x1803, mapping 0x1600…0x1603 / 0x1A00…0x1A03)."""
 
+
+def pdo_parameter(index: int) -> tuple[bool, bool, int] | None:
+    """(receive, mapping, PDO number 1…4) if ``index`` is a PDO communication or mapping parameter, else None."""
+    for base, receive, mapping in (
+        (RPDO_COMM, True, False),
+        (RPDO_MAP, True, True),
+        (TPDO_COMM, False, False),
+        (TPDO_MAP, False, True),
+    ):
+        if base <= index < base + PDO_COUNT:
+            return receive, mapping, index - base + 1
+    return None
+
+
 # Drive profile (CiA 402).
 ERROR_CODE = 0x603F
 ABORT_CONNECTION_OPTION = 0x6007
@@ -115,8 +129,7 @@ ALLOWED: dict[int, tuple[int, ...]] = {
 # Emergency error codes (CiA 301 / CiA 402) and error register bits.
 EMCY_OVER_CURRENT = 0x2310  # Continuous over-current (the injected fault).
 EMCY_HEARTBEAT = 0x8130  # Life guard or heartbeat error.
-EMCY_FOLLOWING_ERROR = 0x8611
-ERR_GENERIC, ERR_CURRENT, ERR_COMMUNICATION, ERR_PROFILE = 1 << 0, 1 << 1, 1 << 4, 1 << 5
+ERR_GENERIC, ERR_CURRENT, ERR_COMMUNICATION = 1 << 0, 1 << 1, 1 << 4
 
 
 def eds_path() -> Any:

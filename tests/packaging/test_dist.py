@@ -1,4 +1,5 @@
-"""The built sdist and wheel hold exactly what a user needs: every module, every DSDL file, metadata; no tests."""
+"""The built sdist and wheel hold exactly what a user needs: every module, every DSDL file, the CiA 402 EDS, metadata;
+no tests."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ DIST_INFO = f"cyphal_servo-{VERSION}.dist-info"
 
 
 def _payload() -> set[str]:
-    """Every file of the four packages in the checkout: the modules and the DSDL definitions (POSIX paths)."""
+    """Every file of the four packages in the checkout: the modules, the DSDL definitions and the emulated CiA 402
+    drive's EDS (POSIX paths)."""
     files = set()
     for pkg in PACKAGES:
         for path in (REPO_ROOT / pkg).rglob("*"):
-            if path.is_file() and path.suffix in (".py", ".dsdl") and "__pycache__" not in path.parts:
+            if path.is_file() and path.suffix in (".py", ".dsdl", ".eds") and "__pycache__" not in path.parts:
                 files.add(path.relative_to(REPO_ROOT).as_posix())
     return files
 
@@ -33,6 +35,7 @@ def test_wheel_holds_every_module_and_dsdl_file_and_nothing_else(dist: Dist) -> 
     payload = _payload()
     dsdl = {n for n in payload if n.endswith(".dsdl")}
     assert len(dsdl) > 100 and {n.split("/")[2] for n in dsdl} == {"uavcan", "zubax", "reg"}
+    assert "sim_plant_node/cia402_drive.eds" in payload
     assert {n for n in names if not n.startswith(DIST_INFO + "/")} == payload
     assert {n.split("/")[0] for n in names} == {*PACKAGES, DIST_INFO}
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]

@@ -6,9 +6,14 @@ Everything on the bus goes through canopen (SDO, PDO, NMT, SYNC, EMCY, and the m
 
 from __future__ import annotations
 
+import random
+import signal
+import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import canopen
@@ -20,6 +25,40 @@ from sim_plant_node.cia402 import eds_path
 
 COUNTS = 10000.0
 """Increments per unit (the default of ``sim.canopen.counts_per_unit``)."""
+
+
+def private_udpmc_iface() -> str:
+    """A random multicast group and port, so that parallel runs and other tests on this host do not meet."""
+    rnd = random.SystemRandom()
+    return f"udpmc:239.{rnd.randint(1, 254)}.{rnd.randint(1, 254)}.{rnd.randint(1, 254)}:{rnd.randint(20000, 60000)}"
+
+
+@contextmanager
+def emulator_process(
+    command: list[str], iface: str, node_id: int, env: Mapping[str, str], log_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``sim-plant --canopen`` as a separate process; on exit SIGTERM, which must end it cleanly (status 0, no
+    traceback in its output)."""
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [*command, "--registry", ":memory:", "--canopen", str(node_id), "--can", iface],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+        )
+        try:
+            yield proc
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+    text = log_path.read_text()
+    assert code == 0, f"the emulator exited with {code}:\n{text}"
+    assert "Traceback" not in text, text
 
 
 def _heartbeat_dictionary(period_ms: int) -> ObjectDictionary:
@@ -49,22 +88,18 @@ class Master:
         self.node.TIMEOUT_SWITCH_STATE_SINGLE = 5.0
         self.node.TIMEOUT_CHECK_TPDO = 2.0
         self.node.TIMEOUT_SWITCH_OP_MODE = 5.0
-        self.node.sdo.RESPONSE_TIMEOUT = 2.0
+        self.node.sdo.RESPONSE_TIMEOUT = 10.0
         self.master_id = master_id
         self.heartbeat: Any = None
         self.samples: list[tuple[float, int, int, int]] = []
         self._lock = threading.Lock()
 
-    def wait_for_drive(self, timeout: float = 60.0) -> None:
-        """Until the drive answers an SDO read (it may still be starting)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                assert self.node.sdo[0x1000].raw == 0x00020192
-                return
-            except (canopen.SdoCommunicationError, canopen.SdoAbortedError):
-                if time.monotonic() > deadline:
-                    raise
+    def wait_for_drive(self, timeout: float = 60.0, boot: bool = False) -> None:
+        """Check that the drive answers (an SDO read of its device type); with ``boot``, first wait for its boot-up
+        message (a process that is still starting: probing it by SDO would leave late answers behind)."""
+        if boot:
+            self.node.nmt.wait_for_bootup(timeout)
+        assert self.node.sdo[0x1000].raw == 0x00020192
 
     def bring_up(self, period: float = 0.005, heartbeat_ms: int | None = None, consumer_ms: int = 0) -> None:
         """PRE-OPERATIONAL, PDO configuration read back, heartbeats, OPERATIONAL, SYNC and cyclic RPDOs 2 and 3."""

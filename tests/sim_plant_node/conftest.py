@@ -144,7 +144,9 @@ class Bus:
         self.rotational = kind == "rotational"
         self.transport = pycyphal.transport.udp.UDPTransport("127.0.0.1", local_node_id=ids.tester)
         self.pres = pycyphal.presentation.Presentation(self.transport)
-        self._pub_setpoint = self.pres.make_publisher(dynamics_type(self.rotational), ids.setpoint)
+        self._pub_setpoint = self.pres.make_publisher(
+            dynamics_type(self.rotational), ids.setpoint
+        )
         self._pub_readiness = self.pres.make_publisher(common.Readiness_0_1, ids.readiness)
         self.dynamics: list[Received] = []
         self.feedback: list[Received] = []

@@ -100,7 +100,9 @@ async def test_control_timeout_removes_force(plant: PlantStarter) -> None:
     await bus.wait_for("damping torque", lambda: near(bus.latest()[4], 3.0, 0.1))  # B·v holds the speed.
     bus.silence()
     await bus.wait_for("feedback STANDBY", lambda: bus.feedback_readiness() == STANDBY)
-    await bus.wait_for("stopped, motor off", lambda: abs(bus.latest()[2]) <= REST_VELOCITY and bus.latest()[4] == 0.0)
+    await bus.wait_for(
+        "stopped, motor off", lambda: abs(bus.latest()[2]) <= REST_VELOCITY and bus.latest()[4] == 0.0
+    )
     n = len(bus.dynamics)
     await bus.settle(0.5)
     assert all(Bus.state(r)[4] == 0.0 for r in bus.dynamics[n:]), "the force came back without a controller"

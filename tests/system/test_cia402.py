@@ -175,7 +175,7 @@ def test_homing_on_command_then_a_killed_servo_leaves_the_drive_to_quick_stop_at
         assert '"status":0' in out.replace(" ", ""), out
         wait_for(lambda: r.motion()["meas"][0] == 1.5, timeout=30, what="homed at the home offset")
         wait_for(lambda: r.drive()["state"] == "SWITCHED ON", timeout=30, what="back in SWITCHED ON")
-        assert r.drive()["mode"] == "CSV" and r.servo()["error"] == 0
+        assert r.drive()["mode"] == "CSV" and r.servo()["state"] == "standby"
         with r.publishing(100.0):
             wait_for(lambda: abs(r.motion()["meas"][1]) > 5.0, timeout=30, what="moving fast")
             r.servo_proc.send_signal(signal.SIGKILL)

@@ -43,6 +43,7 @@ class Settings:
     home_offset: float
     inertia: float
     compensation: bool
+    lost_after_s: float  # The drive is lost when its heartbeat is silent this long (or 3 periods, if longer).
 
 
 @dataclass

@@ -28,7 +28,7 @@ from .._bus import BusDrive
 from .._table import require
 from . import _dictionary as od
 from . import _network
-from ._bringup import BringUpError, Identity, NoAnswerError, Settings, configure, identify
+from ._bringup import BringUpError, Identity, Settings, configure, identify
 from ._registers import specs
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class Cia402Drive(BusDrive):
             home_offset=reg.real("servo.drive.canopen.home_offset"),
             inertia=reg.real("servo.control.inertia") or 1.0,
             compensation=reg.text("servo.drive.compensation") == "predict",
+            lost_after_s=reg.real("servo.drive.feedback_timeout"),
         )
         bus = _network.acquire(
             reg.text("servo.drive.can.iface"), int(reg.real("servo.drive.can.bitrate")), 1.0 / s.period_s,
@@ -164,66 +165,66 @@ class Cia402Drive(BusDrive):
     # ---------------------------------------------------------------- bring-up (its own thread)
 
     def _bring_up(self) -> None:
+        """Bring the drive up; any failure (no answer, a refusal, a transition not taken in time) is reported as
+        error 8 and the whole bring-up tried again every :data:`ANSWER_RETRY_S` until it succeeds (a drive booting
+        after us, power-cycled, or a host stalled by kernel compilation), then the error is cleared."""
         import canopen
 
         s = self.s
-        absent: tuple[ErrorCode, str] | None = None
-        walk: tuple[ErrorCode, str] | None = None
+        reported: tuple[ErrorCode, str] | None = None
+        node = canopen.RemoteNode(s.node_id, od.dictionary())
+        node.sdo.RESPONSE_TIMEOUT = s.timeout_s
+        self._bus.network.add_node(node)
+        self._node = node
+        node.tpdo[1].add_callback(self._on_tpdo1)
+        node.tpdo[2].add_callback(self._on_tpdo2)
+        node.emcy.add_callback(self._on_emcy)
+        node.nmt.add_heartbeat_callback(self._on_heartbeat)
         try:
-            node = canopen.RemoteNode(s.node_id, od.dictionary())
-            node.sdo.RESPONSE_TIMEOUT = s.timeout_s
-            self._bus.network.add_node(node)
-            self._node = node
-            while True:  # A drive that boots after us (or comes back) is waited for; its absence is reported.
+            while not self._closing.is_set():
+                self._walking = True
                 try:
-                    t0 = time.monotonic()
-                    self._ident = identify(node, s, self._bus.iface)
-                    break
-                except NoAnswerError as ex:
-                    absent = (ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")
-                    self._set_fault(*absent)
-                    if self._closing.wait(ANSWER_RETRY_S):
-                        return
-            if self._fault is not None and self._fault == absent:
-                self._fault = None  # It answers now.
-            configure(node, s)
-            _logger.info("CANopen node %d identified and configured in %.3g s", s.node_id, time.monotonic() - t0)
-            node.tpdo[1].add_callback(self._on_tpdo1)
-            node.tpdo[2].add_callback(self._on_tpdo2)
-            node.emcy.add_callback(self._on_emcy)
-            node.nmt.add_heartbeat_callback(self._on_heartbeat)
-            if self._closing.is_set():
-                return
-            self._walking = True
-            self._ready = True
-            self._bus.add_cycler(self._cycle)
-            node.nmt.state = "OPERATIONAL"
-            self._wait(lambda: self.statusword >= 0, "the first TPDO (statusword) after NMT OPERATIONAL")
-            while True:  # A transition not taken in time is reported, and the walk tried again.
-                try:
-                    self._walk_to_switched_on()
-                    break
-                except BringUpError as ex:
-                    walk = (ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")
-                    self._set_fault(*walk)
-                    if self._closing.wait(ANSWER_RETRY_S) or self._fault != walk:
-                        return
-            if self._fault is not None and self._fault == walk:
-                self._fault = None
-            _logger.info("CANopen node %d up: %s, %s", s.node_id, self.state(), self._ident.view())
-        except BringUpError as ex:
-            self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {ex}")
-        except Exception as ex:  # canopen/bus errors: reported, never a silent hang.
-            self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: bring-up failed: {ex!r}")
+                    self._attempt(node)
+                    if reported is not None and self._fault == reported:
+                        self._fault = None  # It is up now.
+                    if self.state() in ("FAULT", "FAULT REACTION ACTIVE"):
+                        self._read_fault(self.state(), self.statusword)  # Stays so until an explicit re-arm.
+                    _logger.info("CANopen node %d up: %s, %s", s.node_id, self.state(), self._ident.view())
+                    return
+                except Exception as ex:  # canopen/bus errors too: reported, never a silent hang.
+                    text = str(ex) if isinstance(ex, BringUpError) else f"bring-up failed: {ex!r}"
+                    failure = (ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: {text}")
+                    if self._fault is None or self._fault == reported:
+                        if self._fault != failure:
+                            _logger.warning("%s", failure[1])
+                        self._fault = reported = failure
+                    elif self._fault != reported:
+                        return  # A fault of the drive itself: it waits for a re-arm.
+                if self._closing.wait(ANSWER_RETRY_S):
+                    return
+                while not node.sdo.responses.empty():  # Late answers to what timed out must not answer anew.
+                    node.sdo.responses.get_nowait()
         finally:
             self._walking = False
+
+    def _attempt(self, node: Any) -> None:
+        """One bring-up: identify, configure, NMT operational, the first statusword, the walk to SWITCHED ON."""
+        s = self.s
+        t0 = time.monotonic()
+        self._ident = identify(node, s, self._bus.iface)
+        configure(node, s)
+        _logger.info("CANopen node %d identified and configured in %.3g s", s.node_id, time.monotonic() - t0)
+        self._ready = True
+        self._bus.add_cycler(self._cycle)
+        node.nmt.state = "OPERATIONAL"
+        self._wait(lambda: self.statusword >= 0, "the first TPDO (statusword) after NMT OPERATIONAL")
+        self._walk_to_switched_on()
 
     def _walk_to_switched_on(self) -> None:
         """Shutdown → Switch On, each transition within ``timeout``; a drive in fault waits for a re-arm."""
         state = self.state()
         if state in ("FAULT", "FAULT REACTION ACTIVE"):
-            self._read_fault(state, self.statusword)  # Stays so until an explicit re-arm.
-            return
+            return  # Reported by the caller; it stays so until an explicit re-arm.
         if state != "SWITCHED ON":
             self._cw = od.CW_SHUTDOWN
             self._wait_state("READY TO SWITCH ON")
@@ -305,9 +306,14 @@ class Cia402Drive(BusDrive):
             self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {self.s.node_id}: Enable Operation not taken "
                             f"within {self.s.timeout_s:g} s; the drive is in {state}")
         silent = now - self._last_heartbeat
-        if silent > 3.0 * self.s.heartbeat_s and self._fault is None:
+        limit = max(3.0 * self.s.heartbeat_s, self.s.lost_after_s)
+        lost = self._fault is not None and self._fault[0] is ErrorCode.DRIVE_LOST
+        if silent > limit and self._fault is None:
             self._set_fault(ErrorCode.DRIVE_LOST, f"CANopen node {self.s.node_id}: heartbeat silent for "
-                            f"{silent:.3g} s (3 × {self.s.heartbeat_s:g} s)")
+                            f"{silent:.3g} s (> {limit:g} s)")
+        elif lost and silent <= limit:
+            self._fault = None  # It is heard again: lost, not faulted (as the loop's own drive-lost ends).
+            self._events.append("heartbeat heard again")
 
     # ---------------------------------------------------------------- receptions (canopen's receive thread)
 

@@ -63,9 +63,10 @@ class CanopenBus:
             self.network.subscribe(SYNC_COB_ID, self._on_sync)
 
     def add_cycler(self, fn: Callable[[], None]) -> None:
-        """Call ``fn`` every cycle before SYNC (from the cycle thread, or after each SYNC heard)."""
+        """Call ``fn`` every cycle before SYNC (from the cycle thread, or after each SYNC heard); idempotent."""
         with _lock:
-            self._cyclers = [*self._cyclers, fn]
+            if fn not in self._cyclers:
+                self._cyclers = [*self._cyclers, fn]
             if self._thread is None and self.sync_producer:
                 self._thread = threading.Thread(target=self._run, name=f"canopen-cycle {self.iface}", daemon=True)
                 self._thread.start()

@@ -42,9 +42,10 @@ def _stats(x: list[float]) -> str:
 
 def publisher_dies(cases: int, seed: int) -> None:
     """Part 1: the stop after the publisher dies mid-move, on the simulated clock."""
-    from servo_node.config import loop_config, setpoint_floors, sim_joint_from_registers
+    from servo_node.config import loop_config, setpoint_floors
     from servo_node.control import ControlLoop
     from servo_node.drive import SimDrive
+    from servo_node.drive.sim import joint_from_registers
     from servo_node.registers import ServoRegistry
     from servo_node.setpoint import ProfileLimits, Setpoint, interpret
 
@@ -61,7 +62,7 @@ def publisher_dies(cases: int, seed: int) -> None:
         }
         reg = ServoRegistry(None, env)
         cfg = loop_config(reg)
-        loop = ControlLoop(cfg, SimDrive(sim_joint_from_registers(reg)), clock="simulated")
+        loop = ControlLoop(cfg, SimDrive(joint_from_registers(reg)), clock="simulated")
         loop.start()
         v = rng.uniform(1, 100)
         a = rng.uniform(5, 400)

@@ -71,6 +71,9 @@ from .udral_face import Fields, UdralFace
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
 
+REARM_POLL_S = 0.2
+"""While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""
+
 STOP_MARGIN_S = 0.5
 """Slack of a safe stop's bound beyond the planned stop and the hold [second]."""
 
@@ -145,22 +148,23 @@ class Axis:
         try:
             self.config: LoopConfig = loop_config(self.registers, notes)
         except ConfigurationError as ex:
-            self.fault = str(ex)
             self.config = LoopConfig()
-            self.gate.on_error(self.fault, ErrorCode.DRIVE_INCAPABLE)
-            notes.append(f"servo disabled: {self.fault}")
+            self._disable(str(ex))
         for note in notes:
             diagnostics.report(f"{names.label}{note}")
         self._intake.floors = setpoint_floors(self.config.envelope)
-        self._intake.fault = self.fault
         self.registers.serve("sys.status", json_register(self.status))
         self.registers.serve("sys.motion", json_register(self.motion))
         self.registers.serve("sys.reference", real64_register(self.reference))
         self.registers.serve("sys.counters", json_register(self.counts))
         self.registers.serve("sys.events", json_register(self.events))
+        self.registers.serve("sys.drive", json_register(lambda: self._drive.view() if self._drive else {}))
         self.registers.serve("sys.last_rejection", text_register(lambda: self.counters.last_rejection))
         self._loop: ControlLoop | None = None
         self._drive: Drive | None = None
+        self._drive_fault: tuple[ErrorCode, str] | None = None
+        self._rearm_count = self.registers.real("servo.drive.rearm")
+        self._rearm_check_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._closed = False
@@ -200,7 +204,11 @@ class Axis:
         if self._started or self._closed:
             return
         self._started = True
-        self._drive = drive_from_registers(self.registers, self._node, self.names.port(""))
+        try:
+            self._drive = drive_from_registers(self.registers, self._node, self.names.port(""))
+        except ConfigurationError as ex:
+            self._disable(str(ex))  # No drive, no loop: sys.status says why; nothing can move.
+            return
         # Loading (or compiling) the numba kernels takes a while; off the event loop, heartbeats keep going.
         loop = await asyncio.get_running_loop().run_in_executor(None, self._start_loop, self._drive)
         self._loop = loop
@@ -224,6 +232,14 @@ class Axis:
         ]
         if self._setpoint_port is not None:
             self._tasks.append(asyncio.create_task(self._setpoint_task(), name=f"{self.names.label}setpoints"))
+
+    def _disable(self, fault: str) -> None:
+        """This axis cannot actuate as configured: an error with the reason, every setpoint refused."""
+        if not self.fault:
+            self.fault = fault
+            self._intake.fault = fault
+            self.gate.on_error(fault, ErrorCode.DRIVE_INCAPABLE)
+            self._diag.report(f"{self.names.label}servo disabled: {fault}")
 
     def _start_loop(self, drive: Drive) -> ControlLoop:
         loop = ControlLoop(self.config, drive, clock=self.loop_clock)
@@ -506,8 +522,8 @@ class Axis:
 
     def _error_persists(self, sp: Setpoint) -> bool:
         """True if this setpoint cannot end the error: the loop would refuse it, or it is the one that failed."""
-        if self._loop_refuses_motion():
-            return True
+        if self._loop_refuses_motion() or (self._drive is not None and self._drive.fault() is not None):
+            return True  # A drive fault holds until a re-arm.
         code = self.gate.error_code
         if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
             return sp == self._failed_setpoint  # The very setpoint that failed: it would fail again.
@@ -530,6 +546,9 @@ class Axis:
                 gate.on_error(code.text, code)
                 self._diag.report(f"{self.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
+        drive_fault = self._supervise_drive()
+        if drive_fault is not None:
+            pass  # The drive's own report holds the error until a re-arm.
         elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
             if gate.update(now) is ServoState.ERROR:
                 gate.on_recovered("the drive reports again; waiting for a setpoint")
@@ -557,6 +576,38 @@ class Axis:
         if self._follower is not None or self._staging is not None:
             for note in notes:
                 self._diag.report(note)
+
+    def _supervise_drive(self) -> tuple[ErrorCode, str] | None:
+        """The drive's own reports: its warnings to the diagnostics; its fault (code and text) as the axis's error
+        (once per fault), cleared only by an explicit re-arm (:meth:`rearm`)."""
+        drive = self._drive
+        if drive is None:
+            return None
+        for note in drive.events():
+            self._diag.report(f"{self.names.label}drive: {note}")
+        fault = drive.fault()
+        if fault is not None and time.monotonic() >= self._rearm_check_at:
+            self._rearm_check_at = time.monotonic() + REARM_POLL_S
+            count = self.registers.real("servo.drive.rearm")
+            if count != self._rearm_count:  # The user wrote servo.drive.rearm: the same as the re-arm command.
+                self._rearm_count = count
+                drive.rearm()
+        if fault is not None and fault != self._drive_fault:
+            self.gate.on_error(fault[1], fault[0])
+            self._diag.report(f"{self.names.label}servo error: {fault[1]}")
+        elif fault is None and self._drive_fault is not None and self.gate.error_code is self._drive_fault[0]:
+            self.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
+            self._diag.report(f"{self.names.label}drive fault cleared", Severity.INFO)
+        self._drive_fault = fault
+        return fault
+
+    def rearm(self) -> bool:
+        """Reset a drive fault (the user's explicit command); False if this axis's drive has nothing to re-arm."""
+        return self._drive is not None and self._drive.rearm()
+
+    def home(self) -> bool:
+        """Home the drive (the user's explicit command), only while the loop does not command it."""
+        return self._drive is not None and not self.moving and self._drive.home()
 
     async def _supervise_task(self) -> None:
         """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at

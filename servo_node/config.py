@@ -3,12 +3,11 @@
 The one place where register values become a :class:`~servo_node.control.LoopConfig` and a
 :class:`~servo_node.drive.Drive`; the loop itself knows nothing of registers.
 
-The envelope (hard limits no setpoint can exceed): ``servo.envelope.*``, or where a register holds 0, derived
-from what the drive can do. Embedded joint: velocity 0.95·``sim.max_velocity``, acceleration
-0.8·(``sim.max_force`` − ``sim.static_friction``)/``sim.inertia`` (springs and loads are not included: set the
-register if they matter), force ``sim.max_force``. A drive on the bus: the default profile
-(``servo.profile.*``) and ``servo.torque_limit``. Jerk (both): acceleration × loop rate / 20, so that the
-acceleration takes at least 20 control periods to build up.
+What depends on the drive comes from its backend's class hooks (:class:`~servo_node.drive.Drive`): the envelope
+where ``servo.envelope.*`` hold 0 (embedded joint: from the ``sim.*`` joint; a drive on a bus: the default
+profile ``servo.profile.*`` and ``servo.torque_limit``), the default inertia and velocity gain, the drive's
+command rate, whether the loop's clock may be stepped. Jerk (every backend): acceleration × loop rate / 20, so
+that the acceleration takes at least 20 control periods to build up.
 """
 
 from __future__ import annotations
@@ -17,22 +16,11 @@ import math
 
 import pycyphal.application
 
-from cyphal_common.joint_registers import joint_params
-from sim_plant import JointParams
-
 from .control import Envelope, LoopConfig
-from .drive import Drive, SimDrive
+from .drive import Drive, backend
 from .errors import ConfigurationError
 from .registers import RegisterReader
 from .setpoint import Floors
-
-DEFAULT_VELOCITY_GAIN = {"sim": 20.0, "udral": 40.0, "udral-off": 5.0}
-"""Position gain of the velocity law [1/s] when the register holds 0. A drive on the bus with the link model
-(``servo.drive.compensation`` = predict): the feedback acts on the position predicted over the measured delay, so
-the delay is outside the loop and the gain is bounded by the drive period T_d instead (k·T_d = 0.2 at 200 Hz; a
-delay misjudged by δ leaves k·δ of phase, 0.4 rad for δ = 10 ms). Without it (``off``) the loop closes through the
-round trip; a pure delay τ in this loop rings once k·τ nears π/2, so it gets a gain that tolerates about 0.2 s
-(scheduling stalls of a loaded host included)."""
 
 STOP_FLOOR_FRACTION = 0.05
 """A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers
@@ -47,29 +35,21 @@ MAX_GAIN_PERIODS = 0.5
 overshoot; at k·T = 2 it would oscillate (a 10 Hz loop with k = 20)."""
 
 
-def sim_joint_from_registers(reg: RegisterReader) -> JointParams:
-    """The joint the sim backend steps inside the control loop (the ``sim.*`` registers, shared with sim-plant)."""
-    return joint_params(reg)
+def backend_of(reg: RegisterReader) -> type[Drive]:
+    """The :class:`~servo_node.drive.Drive` class of ``servo.drive.backend``.
+
+    :raises ConfigurationError: the backend is unavailable (its optional dependency is missing).
+    """
+    return backend(reg.text("servo.drive.backend"))
 
 
 def envelope_from_registers(reg: RegisterReader) -> Envelope:
-    """The envelope: ``servo.envelope.*`` where set, else derived (see the module docstring).
+    """The envelope: ``servo.envelope.*`` where set, else derived by the backend (see the module docstring).
 
-    :raises ConfigurationError: the drive cannot move the joint (no force beyond friction, or a zero limit).
+    :raises ConfigurationError: the drive cannot move the joint (no force beyond friction, or a zero limit), or
+        the backend is unavailable.
     """
-    backend = reg.text("servo.drive.backend")
-    if backend == "sim":
-        sim = sim_joint_from_registers(reg)
-        usable = sim.max_force - sim.static_friction
-        derived = (0.95 * sim.max_velocity, 0.8 * usable / sim.inertia, sim.max_force)
-        if usable <= 0.0:
-            raise ConfigurationError(
-                f"the embedded joint cannot move: sim.max_force {sim.max_force:g} does not exceed "
-                f"sim.static_friction {sim.static_friction:g}"
-            )
-    else:
-        v_lim, a_lim = reg.reals("servo.profile.velocity"), reg.reals("servo.profile.acceleration")
-        derived = (max(map(abs, v_lim)), max(map(abs, a_lim)), reg.real("servo.torque_limit"))
+    derived = backend_of(reg).derived_envelope(reg)
     v = reg.real("servo.envelope.velocity") or derived[0]
     a = reg.real("servo.envelope.acceleration") or derived[1]
     f = reg.real("servo.envelope.force") or derived[2]
@@ -89,23 +69,28 @@ def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConf
     :raises ConfigurationError: see :func:`envelope_from_registers`.
     """
     notes = notes if notes is not None else []
-    backend = reg.text("servo.drive.backend")
+    drive = backend_of(reg)
+    mode = reg.text("servo.drive.mode")
+    if mode not in drive.modes:
+        raise ConfigurationError(
+            f"servo.drive.mode {mode!r} is not available with servo.drive.backend "
+            f"{reg.text('servo.drive.backend')!r} (it does {', '.join(drive.modes)})"
+        )
     env = envelope_from_registers(reg)
     rate = reg.real("servo.loop_rate")
-    sim = sim_joint_from_registers(reg)
-    inertia = reg.real("servo.control.inertia") or (sim.inertia if backend == "sim" else 1.0)
+    inertia = reg.real("servo.control.inertia") or drive.default_inertia(reg)
     kp, kd = reg.reals("servo.control.torque_gains")
     compensation = reg.text("servo.drive.compensation") == "predict"
-    gain_key = backend if backend == "sim" or compensation else "udral-off"
-    k = reg.real("servo.control.velocity_gain") or DEFAULT_VELOCITY_GAIN[gain_key]
+    k = reg.real("servo.control.velocity_gain") or drive.default_velocity_gain(reg, compensation)
     if k > MAX_GAIN_PERIODS * rate:
         notes.append(f"velocity gain {k:g} capped at {MAX_GAIN_PERIODS * rate:g} 1/s for the {rate:g} Hz loop")
         k = MAX_GAIN_PERIODS * rate
     drive_rate = reg.real("servo.drive.rate")
-    if backend == "udral" and compensation and k > MAX_GAIN_PERIODS * drive_rate:
+    command_rate = drive.command_rate(reg)
+    if compensation and command_rate > 0.0 and k > MAX_GAIN_PERIODS * command_rate:
         # Each command is held for a drive period: the same bound as for the loop period.
-        k = MAX_GAIN_PERIODS * drive_rate
-        notes.append(f"velocity gain capped at {k:g} 1/s for the {drive_rate:g} Hz drive")
+        k = MAX_GAIN_PERIODS * command_rate
+        notes.append(f"velocity gain capped at {k:g} 1/s for the {command_rate:g} Hz drive")
     if kd > inertia * rate:
         notes.append(f"torque gain K_d {kd:g} capped at J·rate = {inertia * rate:g} for the {rate:g} Hz loop")
         kd = inertia * rate
@@ -123,7 +108,7 @@ def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConf
         envelope=env,
         stop_acceleration=stop_a,
         stop_jerk=stop_j,
-        stepped_clock=reg.text("servo.loop_clock") == "stepped" and backend == "sim",
+        stepped_clock=reg.text("servo.loop_clock") == "stepped" and drive.stepped_clock,
         arrival_tolerance=tolerance,
         rest_velocity=reg.real("servo.stop.rest_velocity") or min(1e-3, tolerance / 1.0),
         stop_hold_max_s=reg.real("servo.stop.hold_max"),
@@ -145,10 +130,8 @@ def _stop_limit(value: float, envelope: float, what: str, notes: list[str]) -> f
 
 
 def drive_from_registers(reg: RegisterReader, node: pycyphal.application.Node, port_prefix: str = "") -> Drive:
-    """The drive selected by ``servo.drive.backend``: the embedded joint, or a UDRAL drive on the bus (its ports
-    prefixed by ``port_prefix`` in a multi-axis node)."""
-    if reg.text("servo.drive.backend") == "sim":
-        return SimDrive(sim_joint_from_registers(reg))
-    from .drive.cyphal import make_drive  # Imports the generated UDRAL types: only when this backend is used.
+    """The drive selected by ``servo.drive.backend`` (its ports prefixed by ``port_prefix`` in a multi-axis node).
 
-    return make_drive(reg, node, port_prefix)
+    :raises ConfigurationError: the backend cannot be built from these registers.
+    """
+    return backend_of(reg).create(reg, node, port_prefix)

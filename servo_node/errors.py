@@ -36,6 +36,8 @@ class ErrorCode(enum.IntEnum):
     """The drive's feedback moved faster than the drive can (a position step beyond v·Δt plus a margin)."""
     FEEDBACK_STAMP = 10
     """The drive's timestamp jumped against its reception time (a restarted drive, a stepped clock)."""
+    DRIVE_FAULT = 11
+    """The drive reports a fault (its own code and text in ``sys.status``), or could not be brought up."""
 
     @property
     def feedback(self) -> bool:
@@ -60,6 +62,7 @@ _TEXT = {
     ErrorCode.FEEDBACK_NOT_FINITE: "drive feedback not finite (NaN/inf): distrusted, stopping",
     ErrorCode.FEEDBACK_IMPLAUSIBLE: "drive feedback moved faster than the drive can: distrusted, stopping",
     ErrorCode.FEEDBACK_STAMP: "drive timestamp far from its reception: distrusted, stopping",
+    ErrorCode.DRIVE_FAULT: "the drive reports a fault",
 }
 
 

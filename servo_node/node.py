@@ -72,6 +72,15 @@ def _description(axes: Sequence[AxisNames]) -> str:
 RESPONSE_GRACE_S = 0.05
 """Time for the response to a RESTART to leave before the node goes away [second]."""
 
+COMMAND_REARM = 0x7E00
+"""Vendor ``uavcan.node.ExecuteCommand``: reset the drive fault of the axis named by the parameter (empty: every
+axis) and bring its drive back to SWITCHED ON; the axis then waits for a setpoint. The only way out of a drive fault
+(error 11); BAD_STATE if no drive had anything to re-arm."""
+COMMAND_HOME = 0x7E01
+"""Vendor ``uavcan.node.ExecuteCommand``: home the drive of the named axis (empty: every axis) — CiA 402 homing
+mode 6 with ``servo.drive.canopen.homing_method``/``home_offset`` — only while the axis does not move; never at
+start-up by itself. BAD_STATE if no drive could home now."""
+
 _Request = uavcan.node.ExecuteCommand_1.Request
 _Response = uavcan.node.ExecuteCommand_1.Response
 
@@ -347,6 +356,12 @@ class ServoNode:
             self._command_due.set()
         elif cmd == _Request.COMMAND_STORE_PERSISTENT_STATES:
             pass  # Every register write is committed to the register file at once.
+        elif cmd in (COMMAND_REARM, COMMAND_HOME):
+            name = request.parameter.tobytes().decode(errors="replace").strip()
+            axes = [a for a in self._axes if not name or a.names.axis == name]
+            done = [a.rearm() if cmd == COMMAND_REARM else a.home() for a in axes]
+            if not any(done):
+                return _Response(status=_Response.STATUS_BAD_STATE)
         else:
             return _Response(status=_Response.STATUS_BAD_COMMAND)
         return _Response(status=_Response.STATUS_SUCCESS)

@@ -21,8 +21,12 @@ Register                               Type          Default             Meaning
                                                                          where permitted (root or CAP_SYS_NICE); 0: off
 ``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
                                                                          (``sys.motion`` ``settled``)
-``servo.drive.backend``                string        "sim"               ``sim`` (embedded sim_plant) or ``udral``
+``servo.drive.backend``                string        "sim"               a name of :data:`servo_node.drive.BACKENDS`:
+                                                                         ``sim`` (embedded sim_plant), ``udral`` or
+                                                                         ``cia402``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
+                                                                         or ``position`` (cia402: CSP, the drive's own
+                                                                         position loop)
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N);
                                                                          also the UDRAL face's Planar or Linear
 ``servo.udral.group_index``            natural16     0                   UDRAL group mode: this axis's element of the
@@ -72,16 +76,20 @@ Register                               Type          Default             Meaning
                                                                          its timestamp (true) or its reception
 ``servo.mimic.leader_node_id``         natural16     65535               mimic: the leader's node-ID; 65535: the
                                                                          sender of the first leader sample
+``servo.drive.rearm``                  natural16     0                   a drive fault is reset when a write changes it
+                                                                         (as ExecuteCommand 0x7E00 does)
 ``servo.time_sync``                    string        "slave"             node-wide: ``slave`` (adopt a
                                                                          uavcan.time.Synchronization master if one
                                                                          is heard), ``master``, or ``off``
 ``servo.time_sync.master_node_id``     natural16     65535               node-wide: the only time master adopted;
                                                                          65535: the Cyphal rule (the lowest node-ID
                                                                          heard wins)
-``sim.*``                              (real64)      (JointParams)       the embedded joint (``sim`` backend): every
-                                                                         register of
-                                                                         :mod:`cyphal_common.joint_registers`, the
-                                                                         same table ``sim-plant`` declares
+(the backends')                        …             …                   each backend's own registers (its
+                                                                         ``Drive.register_specs()``), e.g. ``sim.*``:
+                                                                         the embedded joint (``sim`` backend), the
+                                                                         table of
+                                                                         :mod:`cyphal_common.joint_registers` that
+                                                                         ``sim-plant`` declares too
 ``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
 =====================================  ============  ==================  ===============================================
 
@@ -100,7 +108,6 @@ from typing import Protocol
 
 from pycyphal.application.register import ValueProxy
 
-from cyphal_common.joint_registers import JOINT_SPECS
 from cyphal_common.registers import RefusedWriteError as RefusedWriteError
 from cyphal_common.registers import RegisterSpec as RegisterSpec
 from cyphal_common.registers import (
@@ -116,6 +123,9 @@ from cyphal_common.registers import (
     string,
 )
 from cyphal_common.timesync import MODES as TIME_SYNC_MODES
+
+from .drive import BACKENDS
+from .drive._table import backend_ports, backend_register_specs
 
 RESERVED_AXIS_NAMES = ("servo", "sim", "sys", "uavcan", "reg", "zubax")
 """Axis names that would collide with unprefixed register namespaces."""
@@ -141,12 +151,9 @@ PORTS: Mapping[str, str] = {
     "uavcan.pub.feedback": "zubax.service.actuator.Feedback.1.0, after each applied setpoint and at 1 Hz",
     "uavcan.pub.status": "zubax.service.actuator.Status.1.0 at 1 Hz",
     "uavcan.pub.dynamics": "zubax.physics.dynamics.DoF3rdTs.1.0 at servo.dynamics_rate",
-    "uavcan.pub.drive_setpoint": "udral backend: reg.udral.physics.dynamics.rotation.Planar / translation.Linear",
-    "uavcan.pub.drive_readiness": "udral backend: reg.udral.service.common.Readiness",
-    "uavcan.sub.drive_dynamics": "udral backend: …PlanarTs / …LinearTs",
-    "uavcan.sub.drive_feedback": "udral backend: reg.udral.service.actuator.common.Feedback",
     "uavcan.sub.mimic_leader": "zubax.physics.dynamics.DoF3rdTs.1.0: the leader's dynamics; set: this is a follower",
     "uavcan.sub.mimic_leader_feedback": "zubax.service.actuator.Feedback.1.0: the leader's state (needed to follow)",
+    **backend_ports(),
     "uavcan.sub.servo.setpoint": "UDRAL servo: reg.udral.physics.dynamics.rotation.Planar / translation.Linear",
     "uavcan.sub.servo.group_setpoint": "UDRAL servo group: reg.udral.service.actuator.common.sp.Vector31 (or smaller)",
     "uavcan.sub.servo.readiness": "UDRAL servo: reg.udral.service.common.Readiness",
@@ -155,7 +162,8 @@ PORTS: Mapping[str, str] = {
     "uavcan.pub.servo.power": "UDRAL servo: reg.udral.physics.electricity.PowerTs (torque × velocity estimate)",
     "uavcan.pub.servo.dynamics": "UDRAL servo: reg.udral.physics.dynamics.rotation.PlanarTs / translation.LinearTs",
 }
-"""Every port the node may use and its type; configure with ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
+"""Every port the node may use (the backends' own included) and its type; configure with
+``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
 
 _POSITIVE = scalar(lambda x: x > 0, "> 0")
 _NONNEGATIVE = scalar(lambda x: x >= 0, ">= 0")
@@ -174,8 +182,8 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.loop_clock": RegisterSpec(string("monotonic"), choice("monotonic", "stepped")),
     "servo.arrival_tolerance": RegisterSpec(real32(1e-3), _POSITIVE),
     "servo.loop_priority": RegisterSpec(real32(0), scalar(lambda x: x == int(x) and 0 <= x <= 99, "in 0..99")),
-    "servo.drive.backend": RegisterSpec(string("sim"), choice("sim", "udral")),
-    "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque")),
+    "servo.drive.backend": RegisterSpec(string("sim"), choice(*BACKENDS)),
+    "servo.drive.mode": RegisterSpec(string("velocity"), choice("velocity", "torque", "position")),
     "servo.drive.kind": RegisterSpec(string("rotational"), choice("rotational", "linear")),
     "servo.drive.rate": RegisterSpec(real32(200), scalar(lambda x: 1 <= x <= 1000, "in [1, 1000] Hz")),
     "servo.drive.feedback_timeout": RegisterSpec(real32(0.5), _POSITIVE),
@@ -210,7 +218,10 @@ SPECS: Mapping[str, RegisterSpec] = {
     "servo.udral.group_index": RegisterSpec(natural16(0), scalar(lambda x: x == int(x) and 0 <= x <= 30, "in 0..30")),
     "servo.udral.group_quantity": RegisterSpec(string("position"), choice("position", "velocity")),
     "servo.udral.bus_voltage": RegisterSpec(real32(48), _POSITIVE),
-    **JOINT_SPECS,
+    "servo.drive.rearm": RegisterSpec(
+        natural16(0), scalar(lambda x: x == int(x) and 0 <= x <= 0xFFFF, "a count 0..65535")
+    ),
+    **backend_register_specs(),
 }
 """The application registers (see the module docstring for their meaning)."""
 

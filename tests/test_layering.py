@@ -72,7 +72,7 @@ def test_importing_the_packages_compiles_nothing() -> None:
 
 def test_numerics_of_the_servo_import_no_cyphal_no_asyncio() -> None:
     """The OTG, the control loop and the drives' numba halves are numerics: importing them loads no pycyphal,
-    no asyncio and no generated types (the Cyphal half of a drive, ``drive.cyphal``, is imported only when used)."""
+    no asyncio and no generated types (a backend on a bus, ``drive.udral``, is imported only when used)."""
     loaded = _modules_after_import(
         "servo_node.otg", "servo_node.control", "servo_node.drive", "servo_node.drive._dispatch", "servo_node.setpoint"
     )

@@ -25,7 +25,7 @@ from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._feedback import bound_command, check_feedback
 from ._layout import LoopArrays
-from ._link import observe
+from ._link import compensated, observe
 from ._mimic import follow_leader
 from ._stages import (
     control_law,
@@ -57,8 +57,9 @@ def tick(now: float, A: LoopArrays) -> None:
     supervise_motion(now, A)
     braking = reference(now, A)
     v_cmd, f_cmd = bound_command(A, *control_law(A, braking))
+    ref_e = A.ref[8:16] if compensated(A) else A.ref[0:8]  # The reference when the command takes effect.
     drive.command(
-        kind, A.drive, now, st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd, st[L.ST_FLIM]
+        kind, A.drive, now, st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd, st[L.ST_FLIM], ref_e
     )
     publish(now, A, v_cmd, f_cmd)
 

@@ -1,4 +1,8 @@
-"""The drive table of the loop's kernels: ``measure``/``command`` by drive kind (one branch per drive module)."""
+"""The loop's kernels by link shape: ``measure``/``command`` of the embedded joint or of the bus link.
+
+Every backend has one of these two shapes (:attr:`~._base.Drive.kind`); a backend on a bus only needs the
+shared link (:mod:`._remote_link`), so adding one changes nothing here.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import numpy as np
 from numba import njit
 
 from . import _remote_link as remote
-from . import sim
 from ._base import DRIVE_SIM, DriveArrays
+from .sim import _kernels as sim
 
 
 @njit(cache=True, nogil=True)
@@ -23,10 +27,20 @@ def measure(
 
 @njit(cache=True, nogil=True)
 def command(
-    kind: float, d: DriveArrays, now: float, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float
+    kind: float,
+    d: DriveArrays,
+    now: float,
+    engaged: bool,
+    torque: bool,
+    v_cmd: float,
+    f_cmd: float,
+    f_lim: float,
+    ref: np.ndarray,
 ) -> None:
-    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive."""
+    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive; ``ref``:
+    the reference (p, v, a, j) when the command takes effect and one hold later (a bus drive closing its own
+    position loop is given it)."""
     if kind == DRIVE_SIM:
         sim.command(d, engaged, torque, v_cmd, f_cmd, f_lim)
     else:
-        remote.command(d, now, engaged, v_cmd, f_cmd)
+        remote.command(d, now, engaged, v_cmd, f_cmd, ref)

@@ -3,7 +3,8 @@
 ``rx`` (written only by the network side, all from its one asyncio thread): the latest measured state with its
 reception time and the drive's own timestamp, and the latest command the network side actually *sent* (its send
 time, values, and when it plans the next send). ``tx`` (written only by the loop): the command the network side
-publishes at the drive rate.
+publishes at the drive rate, and the reference at the command's effect time (what a drive that closes its own
+position loop is given).
 
 The send record is what makes the link measurable: the loop learns exactly what the drive was told and when, and
 fits the drive's response to it (:mod:`servo_node.control._link`).
@@ -37,7 +38,11 @@ TX_ENABLE = 1  # 1 while the loop commands the drive (readiness ENGAGED), else 0
 TX_V = 2  # velocity command; NaN when not commanded
 TX_F = 3  # force/torque: the command (torque law) or the limit beside a velocity; NaN when not commanded
 TX_T = 4  # loop time of the command [second]
-N_TX = 5
+TX_P = 5  # the reference at the command's effect time: position (a position-mode drive's target)…
+TX_VREF = 6  # …velocity…
+TX_AREF = 7  # …and acceleration (its feed-forwards)
+TX_P_NEXT = 8  # the reference position one drive period later (compensated) or one loop period later
+N_TX = 9
 
 
 def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -45,6 +50,7 @@ def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tx = np.zeros(N_TX)
     tx[TX_V] = np.nan
     tx[TX_F] = np.nan
+    tx[TX_P:TX_P_NEXT + 1] = np.nan
     rx = np.zeros(N_RX)
     rx[RX_STAMP] = np.nan
     rx[RX_SENT_V] = np.nan
@@ -81,12 +87,17 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
 
 
 @njit(cache=True, nogil=True)
-def command(d: DriveArrays, now: float, engaged: bool, v_cmd: float, f_cmd: float) -> None:
-    """Publish the loop's command for the network side."""
+def command(d: DriveArrays, now: float, engaged: bool, v_cmd: float, f_cmd: float, ref: np.ndarray) -> None:
+    """Publish the loop's command for the network side, with the reference (p, v, a, j) at its effect time and
+    (p, …) one hold later."""
     tx = d.tx
     begin_write(tx)
     tx[TX_ENABLE] = 1.0 if engaged else 0.0
     tx[TX_V] = v_cmd
     tx[TX_F] = f_cmd
     tx[TX_T] = now
+    tx[TX_P] = ref[0]
+    tx[TX_VREF] = ref[1]
+    tx[TX_AREF] = ref[2]
+    tx[TX_P_NEXT] = ref[4]
     end_write(tx)

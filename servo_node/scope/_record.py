@@ -3,10 +3,11 @@
 Each ``dynamics`` subject (``zubax.physics.dynamics.DoF3rdTs.1.0``) is one axis per publishing node; the node is
 known from the transfer's source node-ID. With a node-ID of its own the recorder also reads, once per node, its
 default limits (``servo.profile.velocity``, ``servo.profile.acceleration``, ``servo.torque_limit``) and its unit
-(``sim.kind`` or ``servo.drive.kind``), and at ``poll_hz`` its ``sys.motion`` (the reference p, v, a) and
-``sys.status`` (the active setpoint's limits). A polled value is stamped at the middle of its request's round trip
-on the system clock (the clock of the ``dynamics`` timestamps), so it is good to a few milliseconds; the
-measured series is exact to the node's own stamps. Anonymous (no node-ID), it records ``dynamics`` only.
+(the register its backend names: ``sim.kind``, ``servo.drive.kind``), and at ``poll_hz`` its ``sys.motion`` (the
+reference p, v, a) and ``sys.status`` (the active setpoint's limits). A polled value is stamped at the middle of
+its request's round trip on the system clock (the clock of the ``dynamics`` timestamps), so it is good to a few
+milliseconds; the measured series is exact to the node's own stamps. Anonymous (no node-ID), it records ``dynamics``
+only.
 """
 
 from __future__ import annotations
@@ -181,7 +182,7 @@ class ScopeRecorder:
         """The node's unit and default limits, once."""
         axis = self.trace.axis(label)
         backend, _ = await self._read(node_id, "servo.drive.backend")
-        kind, _ = await self._read(node_id, "sim.kind" if backend == "sim" else "servo.drive.kind")
+        kind, _ = await self._read(node_id, _unit_register(backend))
         axis.unit = {"rotational": "rad", "linear": "m"}.get(kind or "", "")
         v, _ = await self._read(node_id, "servo.profile.velocity")
         a, _ = await self._read(node_id, "servo.profile.acceleration")
@@ -219,3 +220,14 @@ class ScopeRecorder:
             f_max = float(servo.get("f_lim", 0.0))
             f_max = f_max if f_max > 0.0 else axis.limits.columns["f_max"][-1]  # ≤ 0: servo.torque_limit
             axis.limits.add(t, *(float(x) for x in (*servo["v_lim"], *servo["a_lim"])), f_max)
+
+
+def _unit_register(backend: object) -> str:
+    """The register that names the unit of a node with this ``servo.drive.backend`` (the backend's own hook)."""
+    from ..drive import BackendUnavailableError
+    from ..drive import backend as drive_backend
+
+    try:
+        return drive_backend(str(backend)).unit_register
+    except BackendUnavailableError:  # A backend this scope does not know: the common register.
+        return "servo.drive.kind"

@@ -1,9 +1,9 @@
 """A drive on a bus with delays, on the loop's simulated clock: the network side and the drive, tick by tick.
 
 The loop under test is the real one (``ControlLoop`` with a remote drive's seqlocked arrays); this module plays
-what the node's :class:`~servo_node.drive.cyphal.CyphalDrive` and ``sim-plant`` do on a real bus, with the delays
+what the node's :class:`~servo_node.drive.udral.UdralDrive` and ``sim-plant`` do on a real bus, with the delays
 chosen by the test instead of the host's scheduler: every drive period it sends the loop's command (recording the
-send in ``rx`` exactly as ``CyphalDrive`` does), delivers it to a ``sim_plant`` joint after the command delay
+send in ``rx`` exactly as ``UdralDrive`` does), delivers it to a ``sim_plant`` joint after the command delay
 (interpreted by sim-plant's own :func:`~sim_plant_node._plant.interpret`), samples the joint at the drive's
 publication rate with a timestamp of the drive's clock, and delivers the sample into ``rx`` after the
 measurement delay. Deterministic: delays and jitter come from a seeded generator.
@@ -16,13 +16,14 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from servo_node._seqlock import begin_write, end_write, read_seqlocked
 from servo_node.control import ControlLoop, LoopConfig
 from servo_node.drive import _remote_link as link
-from servo_node.drive._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
+from servo_node.drive._bus import BusDrive
 from sim_plant import Joint, JointParams
 from sim_plant_node._plant import Mode, interpret
 
@@ -32,18 +33,12 @@ DRIVE_JOINT = JointParams(max_velocity=100.0, max_force=100.0)
 """sim-plant's joint with its register defaults."""
 
 
-class LinkedDrive(Drive):
+class LinkedDrive(BusDrive):
     """The loop's view of a bus drive: only the seqlocked arrays (the network side is :class:`Bus`)."""
 
-    kind = DRIVE_REMOTE
-
-    def __init__(self) -> None:
-        rx, tx, scratch = link.new_link()
-        self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
-
-    @property
-    def arrays(self) -> DriveArrays:
-        return self._arrays
+    @classmethod
+    def create(cls, reg: Any, node: Any, port_prefix: str = "") -> LinkedDrive:
+        return cls()
 
 
 @dataclass

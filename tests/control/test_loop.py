@@ -147,19 +147,12 @@ def test_new_target_mid_motion_keeps_the_reference_continuous() -> None:
 
 def test_remote_drive_silence_is_an_error() -> None:
     """A drive on the bus never heard from: nothing is commanded, and after the feedback timeout it is an error."""
-    from servo_node.drive._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
-    from servo_node.drive._remote_link import new_link
+    from servo_node.drive._bus import BusDrive
 
-    class SilentDrive(Drive):
-        kind = DRIVE_REMOTE
-
-        def __init__(self) -> None:
-            rx, tx, scratch = new_link()
-            self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
-
-        @property
-        def arrays(self) -> DriveArrays:
-            return self._arrays
+    class SilentDrive(BusDrive):
+        @classmethod
+        def create(cls, reg: object, node: object, port_prefix: str = "") -> SilentDrive:
+            return cls()
 
     loop = ControlLoop(LoopConfig(deadman_timeout_s=1e9), SilentDrive(), clock="simulated")
     loop.start()

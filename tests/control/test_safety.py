@@ -15,9 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servo_node.config import loop_config, setpoint_floors, sim_joint_from_registers
+from servo_node.config import loop_config, setpoint_floors
 from servo_node.control import ControlLoop
 from servo_node.drive import SimDrive
+from servo_node.drive.sim import joint_from_registers
 from servo_node.errors import ConfigurationError, ErrorCode
 from servo_node.registers import RefusedWriteError, ServoRegistry
 from servo_node.setpoint import ProfileLimits, Rejected, Rejection, Setpoint, interpret
@@ -43,7 +44,7 @@ class Bench:
         reg = ServoRegistry(None, {k.upper().replace(".", "__"): v for k, v in registers.items()})
         notes: list[str] = []
         cfg = loop_config(reg, notes)
-        loop = ControlLoop(cfg, SimDrive(sim_joint_from_registers(reg)), clock="simulated")
+        loop = ControlLoop(cfg, SimDrive(joint_from_registers(reg)), clock="simulated")
         loop.start()
         return cls(reg, loop, notes)
 

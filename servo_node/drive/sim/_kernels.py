@@ -1,7 +1,7 @@
-"""The embedded simulated drive: one ``sim_plant`` joint stepped inside the control loop (Webots semantics).
+"""The numba half of the embedded drive (link shape ``DRIVE_SIM``): one ``sim_plant`` joint in the loop.
 
-Numba half: :func:`measure` steps the joint to the tick's time and reads it; :func:`command` sets the motor
-(velocity control with the force limit, force control, or passive). Python half: :class:`SimDrive`.
+:func:`measure` steps the joint to the tick's time and reads it; :func:`command` sets the motor (velocity control
+with the force limit, force control, or passive). The Python half is :class:`~._drive.SimDrive`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from sim_plant import JointParams
-from sim_plant._joint import make_arrays
 from sim_plant._kernels import (
     MODE_FORCE,
     S_ACCELERATION,
@@ -26,23 +24,7 @@ from sim_plant._kernels import (
     step_joints,
 )
 
-from ._base import DRIVE_SIM, Drive, DriveArrays
-
-
-class SimDrive(Drive):
-    """The embedded joint: no I/O, the loop steps it."""
-
-    kind = DRIVE_SIM
-
-    def __init__(self, joint: JointParams) -> None:
-        self.joint = joint
-        params, state = make_arrays([joint])
-        self._arrays = DriveArrays(params, state, np.zeros(1), np.zeros(1), np.zeros(1))
-
-    @property
-    def arrays(self) -> DriveArrays:
-        """The joint's params/state arrays (``state`` may be edited by tests between simulated ticks)."""
-        return self._arrays
+from .._base import DriveArrays
 
 
 @njit(cache=True, nogil=True)

@@ -1,4 +1,4 @@
-"""A drive on the bus that speaks the UDRAL servo interface, bridged to the control loop's ``remote`` array.
+"""A drive on the Cyphal bus that speaks the UDRAL servo interface, bridged to the control loop's link arrays.
 
 Out: ``drive_setpoint`` (``reg.udral.physics.dynamics.rotation.Planar.0.1`` or ``translation.Linear.0.1``) at
 ``servo.drive.rate``: in velocity mode the velocity is commanded, the torque/force field carries the limit, the
@@ -11,6 +11,8 @@ A silence of ``drive_dynamics`` longer than ``servo.drive.feedback_timeout`` is 
 The drive is pinned: ``servo.drive.node_id``, or (65535) the first node whose dynamics arrive, for the life of the
 node (a RESTART chooses again). Dynamics and feedback from any other node are dropped, counted and reported once
 per source: a second publisher on the drive's subjects can neither move the loop nor change its readiness.
+
+The generated UDRAL types are imported when a drive is built (:meth:`UdralDrive.create`), not with this module.
 """
 
 from __future__ import annotations
@@ -18,21 +20,22 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pycyphal
-import pycyphal.application
-import reg.udral.service.actuator.common as actuator
-import reg.udral.service.common as common
 
 from cyphal_common.tasks import cancel_and_wait
-from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 
-from .._seqlock import begin_write, end_write, read_seqlocked
-from ..registers import RegisterReader
-from . import _remote_link as link
-from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
+from ..._seqlock import read_seqlocked
+from .. import _remote_link as link
+from .._bus import BusDrive
+
+if TYPE_CHECKING:
+    import pycyphal.application
+
+    from ...registers import RegisterReader
 
 DRIVE_ANY = 0xFFFF
 """``servo.drive.node_id`` that pins no node in advance: the first drive that answers is pinned."""
@@ -44,13 +47,11 @@ STALE_WINDOW_S = 10.0
 """A measurement stamped up to this much older than the newest one taken is a stale duplicate [second]."""
 
 
-class CyphalDrive(Drive):
+class UdralDrive(BusDrive):
     """Publishes the loop's drive command and feeds the drive's measured state back into the loop.
 
     The network side is the only writer of ``rx`` (measurements); the loop the only writer of ``tx`` (commands).
     """
-
-    kind = DRIVE_REMOTE
 
     def __init__(
         self,
@@ -62,14 +63,21 @@ class CyphalDrive(Drive):
     ) -> None:
         """``port_prefix`` (``"left."``) names the ports of one axis of a multi-axis node; ``drive_node_id`` pins
         the drive (:data:`DRIVE_ANY`: the first that answers)."""
+        import reg.udral.service.actuator.common as actuator
+        import reg.udral.service.common as common
+
+        from cyphal_common import udral
+
+        super().__init__()
+        self._udral = udral
+        self._readiness = common.Readiness_0_1
         self._rotational = kind == "rotational"
         self._period_s = 1.0 / rate_hz
-        rx, tx, scratch = link.new_link()
-        self._arrays = DriveArrays(placeholder(), placeholder(), rx, tx, scratch)
         self._task: asyncio.Task[None] | None = None
-        self._pub_setpoint = node.make_publisher(dynamics_type(self._rotational), port_prefix + "drive_setpoint")
+        rot = self._rotational
+        self._pub_setpoint = node.make_publisher(udral.dynamics_type(rot), port_prefix + "drive_setpoint")
         self._pub_readiness = node.make_publisher(common.Readiness_0_1, port_prefix + "drive_readiness")
-        self._sub_dynamics = node.make_subscriber(dynamics_ts_type(self._rotational), port_prefix + "drive_dynamics")
+        self._sub_dynamics = node.make_subscriber(udral.dynamics_ts_type(rot), port_prefix + "drive_dynamics")
         self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, port_prefix + "drive_feedback")
         self.stale_measurements = 0
         """Measurements dropped because their timestamp was not newer than the latest one taken."""
@@ -84,10 +92,22 @@ class CyphalDrive(Drive):
         self._foreign: dict[int, int] = {}  # source node-ID -> its messages dropped
         self._notes: list[str] = []
 
-    @property
-    def arrays(self) -> DriveArrays:
-        """``rx``/``tx`` link arrays (the joint fields are unused placeholders)."""
-        return self._arrays
+    @classmethod
+    def ports(cls) -> Mapping[str, str]:
+        """``drive_setpoint``/``drive_readiness`` out, ``drive_dynamics``/``drive_feedback`` in."""
+        return {
+            "uavcan.pub.drive_setpoint": "udral backend: reg.udral.physics.dynamics.rotation.Planar / "
+            "translation.Linear",
+            "uavcan.pub.drive_readiness": "udral backend: reg.udral.service.common.Readiness",
+            "uavcan.sub.drive_dynamics": "udral backend: …PlanarTs / …LinearTs",
+            "uavcan.sub.drive_feedback": "udral backend: reg.udral.service.actuator.common.Feedback",
+        }
+
+    @classmethod
+    def create(cls, reg: RegisterReader, node: Any, port_prefix: str = "") -> UdralDrive:
+        """The UDRAL drive of one axis, its ports resolved from the registers."""
+        return cls(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), port_prefix,
+                   int(reg.real("servo.drive.node_id")))
 
     def start(self) -> None:
         """Start bridging; idempotent."""
@@ -111,7 +131,7 @@ class CyphalDrive(Drive):
         if task is not None:
             await cancel_and_wait([task])
             try:
-                await self._pub_readiness.publish(common.Readiness_0_1(common.Readiness_0_1.STANDBY))
+                await self._pub_readiness.publish(self._readiness(self._readiness.STANDBY))
             except pycyphal.transport.ResourceClosedError:
                 pass
 
@@ -145,25 +165,18 @@ class CyphalDrive(Drive):
         if not self._from_drive(meta.source_node_id):
             return
         stamp = int(msg.timestamp.microsecond) * 1e-6  # The drive's clock (0: unknown).
-        rx = self._arrays.rx
-        if stamp > 0.0 and 0.0 <= rx[link.RX_STAMP] - stamp <= STALE_WINDOW_S:
+        if stamp > 0.0 and 0.0 <= self.arrays.rx[link.RX_STAMP] - stamp <= STALE_WINDOW_S:
             # Not newer than what we have: a late duplicate (a redundant interface, or one accepted again after
             # the transfer-ID timeout) must never make a silent drive look alive. A stamp much older than the
             # newest is a drive that restarted with its clock: taken.
             self.stale_measurements += 1
             return
-        p, v, a, f = read_dynamics(msg.value)
-        begin_write(rx)
-        rx[link.RX_P] = p
-        rx[link.RX_V] = v
-        rx[link.RX_A] = a if not math.isnan(a) else 0.0  # NaN: not given. Infinity: the loop's to judge.
-        rx[link.RX_F] = f if not math.isnan(f) else 0.0
-        rx[link.RX_T] = float(meta.timestamp.monotonic)
-        rx[link.RX_STAMP] = stamp
-        rx[link.RX_COUNT] += 1.0
-        end_write(rx)
+        p, v, a, f = self._udral.read_dynamics(msg.value)
+        a = a if not math.isnan(a) else 0.0  # NaN: not given. Infinity: the loop's to judge (a drive fault).
+        f = f if not math.isnan(f) else 0.0
+        self.record_measurement(p, v, a, f, float(meta.timestamp.monotonic), stamp)
 
-    async def _on_feedback(self, msg: actuator.Feedback_0_1, meta: pycyphal.transport.TransferFrom) -> None:
+    async def _on_feedback(self, msg: Any, meta: pycyphal.transport.TransferFrom) -> None:
         if not self._from_drive(meta.source_node_id):
             return
         self.drive_readiness = int(msg.heartbeat.readiness.value)
@@ -172,37 +185,19 @@ class CyphalDrive(Drive):
     async def _publish(self) -> None:
         snapshot = np.empty(link.N_TX)
         next_at = time.monotonic()
+        ready_t = self._readiness
         try:
             while True:
-                read_seqlocked(self._arrays.tx, snapshot)
+                read_seqlocked(self.arrays.tx, snapshot)
                 enabled = snapshot[link.TX_ENABLE] != 0.0
-                ready = common.Readiness_0_1.ENGAGED if enabled else common.Readiness_0_1.STANDBY
-                await self._pub_readiness.publish(common.Readiness_0_1(ready))
+                await self._pub_readiness.publish(ready_t(ready_t.ENGAGED if enabled else ready_t.STANDBY))
                 next_at += self._period_s
                 if enabled:
                     v, f = snapshot[link.TX_V], snapshot[link.TX_F]
-                    setpoint = make_dynamics(self._rotational, velocity=v, force=f)
+                    setpoint = self._udral.make_dynamics(self._rotational, velocity=v, force=f)
                     sent_at = time.monotonic()
                     await self._pub_setpoint.publish(setpoint)
-                    self._record_send(sent_at, v, f, next_at)
+                    self.record_send(sent_at, v, f, next_at)
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         except (asyncio.CancelledError, pycyphal.presentation.PortClosedError):
             pass
-
-
-    def _record_send(self, sent_at: float, v: float, f: float, next_at: float) -> None:
-        """Tell the loop what the drive was told and when, and when the next send is due (the link model)."""
-        rx = self._arrays.rx
-        begin_write(rx)
-        rx[link.RX_SENT_T] = sent_at
-        rx[link.RX_SENT_V] = v
-        rx[link.RX_SENT_F] = f
-        rx[link.RX_SENT_NEXT] = max(next_at, sent_at)
-        rx[link.RX_SENT_COUNT] += 1.0
-        end_write(rx)
-
-
-def make_drive(reg: RegisterReader, node: pycyphal.application.Node, port_prefix: str = "") -> CyphalDrive:
-    """The remote drive for the ``udral`` backend, its ports resolved from the registers."""
-    pinned = int(reg.real("servo.drive.node_id"))
-    return CyphalDrive(node, reg.text("servo.drive.kind"), reg.real("servo.drive.rate"), port_prefix, pinned)

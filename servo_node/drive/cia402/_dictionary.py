@@ -1,0 +1,132 @@
+"""The objects a CiA 402 master needs on any drive, as a canopen object dictionary built here (no vendor EDS).
+
+canopen encodes SDO values and lays out PDOs from an object dictionary; the servo needs only the standard objects
+of CiA 301 (communication) and CiA 402 (drive profile) it reads, writes or maps, with their standard types, so it
+works with a drive whose EDS it has never seen. Also the statusword decoding and the controlword commands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DEVICE_TYPE, ERROR_REGISTER, CYCLE_PERIOD = 0x1000, 0x1001, 0x1006
+CONSUMER_HEARTBEAT, PRODUCER_HEARTBEAT, IDENTITY = 0x1016, 0x1017, 0x1018
+RPDO_COMM, RPDO_MAP, TPDO_COMM, TPDO_MAP = 0x1400, 0x1600, 0x1800, 0x1A00
+ERROR_CODE, ABORT_CONNECTION_OPTION = 0x603F, 0x6007
+CONTROLWORD, STATUSWORD = 0x6040, 0x6041
+MODES_OF_OPERATION, MODES_OF_OPERATION_DISPLAY = 0x6060, 0x6061
+POSITION_ACTUAL, VELOCITY_ACTUAL, TORQUE_ACTUAL = 0x6064, 0x606C, 0x6077
+TARGET_POSITION, TARGET_VELOCITY, TARGET_TORQUE = 0x607A, 0x60FF, 0x6071
+VELOCITY_OFFSET, TORQUE_OFFSET = 0x60B1, 0x60B2
+RATED_TORQUE, HOME_OFFSET, HOMING_METHOD = 0x6076, 0x607C, 0x6098
+FOLLOWING_ERROR_ACTUAL, SUPPORTED_DRIVE_MODES = 0x60F4, 0x6502
+
+MODE_HOMING, MODE_CSP, MODE_CSV, MODE_CST = 6, 8, 9, 10
+MODE_OF_LAW = {"position": MODE_CSP, "velocity": MODE_CSV, "torque": MODE_CST}
+"""``servo.drive.mode`` → modes of operation (0x6060)."""
+MODE_NAMES = {MODE_HOMING: "homing", MODE_CSP: "CSP", MODE_CSV: "CSV", MODE_CST: "CST"}
+
+# Controlword commands (CiA 402 device control); fault reset is the rising edge of bit 7.
+CW_DISABLE_VOLTAGE, CW_QUICK_STOP, CW_SHUTDOWN, CW_SWITCH_ON, CW_ENABLE = 0x00, 0x02, 0x06, 0x07, 0x0F
+CW_FAULT_RESET = 0x80
+CW_HOMING_START = 0x1F
+"""Enable operation with bit 4 (homing operation start)."""
+
+_STATES = (  # (mask, value, name), the CiA 402 statusword table
+    (0x4F, 0x00, "NOT READY TO SWITCH ON"),
+    (0x4F, 0x40, "SWITCH ON DISABLED"),
+    (0x6F, 0x21, "READY TO SWITCH ON"),
+    (0x6F, 0x23, "SWITCHED ON"),
+    (0x6F, 0x27, "OPERATION ENABLED"),
+    (0x6F, 0x07, "QUICK STOP ACTIVE"),
+    (0x4F, 0x0F, "FAULT REACTION ACTIVE"),
+    (0x4F, 0x08, "FAULT"),
+)
+SW_FAULT, SW_WARNING, SW_TARGET_REACHED, SW_INTERNAL_LIMIT = 1 << 3, 1 << 7, 1 << 10, 1 << 11
+SW_FOLLOWING_ERROR = 1 << 13
+"""CSP: following error (also homing error in mode 6)."""
+SW_HOMING_ATTAINED = 1 << 12
+
+
+def state_of(statusword: int) -> str:
+    """The CiA 402 state a statusword shows."""
+    for mask, value, name in _STATES:
+        if statusword & mask == value:
+            return name
+    return "UNKNOWN"
+
+
+def dictionary() -> Any:
+    """A canopen ``ObjectDictionary`` with the standard objects the master uses (types per CiA 301/402)."""
+    from canopen import objectdictionary as odm
+
+    od = odm.ObjectDictionary()
+
+    def var(name: str, index: int, sub: int, dtype: int, access: str = "rw") -> Any:
+        v = odm.ODVariable(name, index, sub)
+        v.data_type, v.access_type = dtype, access
+        return v
+
+    u8, u16, u32 = odm.UNSIGNED8, odm.UNSIGNED16, odm.UNSIGNED32
+    i8, i16, i32 = odm.INTEGER8, odm.INTEGER16, odm.INTEGER32
+    for index, name, dtype, access in (
+        (DEVICE_TYPE, "Device type", u32, "ro"),
+        (ERROR_REGISTER, "Error register", u8, "ro"),
+        (CYCLE_PERIOD, "Communication cycle period", u32, "rw"),
+        (PRODUCER_HEARTBEAT, "Producer heartbeat time", u16, "rw"),
+        (ERROR_CODE, "Error code", u16, "ro"),
+        (ABORT_CONNECTION_OPTION, "Abort connection option code", i16, "rw"),
+        (CONTROLWORD, "Controlword", u16, "rw"),
+        (STATUSWORD, "Statusword", u16, "ro"),
+        (MODES_OF_OPERATION, "Modes of operation", i8, "rw"),
+        (MODES_OF_OPERATION_DISPLAY, "Modes of operation display", i8, "ro"),
+        (POSITION_ACTUAL, "Position actual value", i32, "ro"),
+        (VELOCITY_ACTUAL, "Velocity actual value", i32, "ro"),
+        (TARGET_TORQUE, "Target torque", i16, "rw"),
+        (RATED_TORQUE, "Motor rated torque", u32, "rw"),
+        (TORQUE_ACTUAL, "Torque actual value", i16, "ro"),
+        (TARGET_POSITION, "Target position", i32, "rw"),
+        (HOME_OFFSET, "Home offset", i32, "rw"),
+        (HOMING_METHOD, "Homing method", i8, "rw"),
+        (VELOCITY_OFFSET, "Velocity offset", i32, "rw"),
+        (TORQUE_OFFSET, "Torque offset", i16, "rw"),
+        (FOLLOWING_ERROR_ACTUAL, "Following error actual value", i32, "ro"),
+        (TARGET_VELOCITY, "Target velocity", i32, "rw"),
+        (SUPPORTED_DRIVE_MODES, "Supported drive modes", u32, "ro"),
+    ):
+        od.add_object(var(name, index, 0, dtype, access))
+    consumer = odm.ODArray("Consumer heartbeat time", CONSUMER_HEARTBEAT)
+    consumer.add_member(var("Number of entries", CONSUMER_HEARTBEAT, 0, u8, "ro"))
+    consumer.add_member(var("Consumer heartbeat time 1", CONSUMER_HEARTBEAT, 1, u32))
+    od.add_object(consumer)
+    identity = odm.ODRecord("Identity object", IDENTITY)
+    for sub, name in enumerate(("Number of entries", "Vendor-ID", "Product code", "Revision number", "Serial number")):
+        identity.add_member(var(name, IDENTITY, sub, u8 if sub == 0 else u32, "ro"))
+    od.add_object(identity)
+    for n in range(4):
+        for base, kind in ((RPDO_COMM, "RPDO"), (TPDO_COMM, "TPDO")):
+            rec = odm.ODRecord(f"{kind} {n + 1} communication parameter", base + n)
+            rec.add_member(var("Highest sub-index supported", base + n, 0, u8, "ro"))
+            rec.add_member(var("COB-ID", base + n, 1, u32))
+            rec.add_member(var("Transmission type", base + n, 2, u8))
+            rec.add_member(var("Inhibit time", base + n, 3, u16))
+            rec.add_member(var("Event timer", base + n, 5, u16))
+            od.add_object(rec)
+        for base, kind in ((RPDO_MAP, "RPDO"), (TPDO_MAP, "TPDO")):
+            rec = odm.ODRecord(f"{kind} {n + 1} mapping parameter", base + n)
+            rec.add_member(var("Number of mapped objects", base + n, 0, u8))
+            for sub in range(1, 9):
+                rec.add_member(var(f"Mapped object {sub}", base + n, sub, u32))
+            od.add_object(rec)
+    return od
+
+
+def master_dictionary(heartbeat_ms: int) -> Any:
+    """The servo's own dictionary on the CANopen bus: its producer heartbeat time (canopen's NMT slave sends it)."""
+    from canopen import objectdictionary as odm
+
+    od = odm.ObjectDictionary()
+    v = odm.ODVariable("Producer heartbeat time", PRODUCER_HEARTBEAT)
+    v.data_type, v.access_type, v.default = odm.UNSIGNED16, "rw", heartbeat_ms
+    od.add_object(v)
+    return od

@@ -137,9 +137,12 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
 def servo_node(
     env: Mapping[str, str], registry: Path, node_id: int, log: Path | None = None
 ) -> Iterator[subprocess.Popen[str]]:
-    """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads."""
+    """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads,
+    under real-time scheduling where the OS permits (:func:`realtime`): the suite runs on several workers at once,
+    and a servo's verdicts must not depend on what the other workers compute meanwhile."""
     with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env, log=log) as proc:
         wait_answers(proc, env, node_id, what="servo-node")
+        realtime(proc.pid)
         yield proc
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from cyphal_common.transport import yakut_transport_expression
-from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, servo_node, wait_for, y
+from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, realtime, servo_node, wait_for, y
 
 NODE, PLANT, CLIENT = 107, 87, 108
 SETPOINT = 3127
@@ -140,6 +140,7 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
     with popen([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
         with servo_node(yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))},
                         tmp_path / "servo.db", NODE):  # fmt: skip
+            realtime(plant.pid)  # The drive as the servo (procs.servo_node): on time whatever the other workers do.
             env = yakut_env
             with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "30"):
                 m = wait_for(lambda: at_target(env, 30.0), timeout=60, what=f"the remote joint to reach 30 over {bus}")

@@ -3,6 +3,7 @@ nodes, one ``sp.Vector3`` message), and the feedback/status/power/dynamics publi
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -52,6 +53,12 @@ def _pub(*args: str) -> Any:
     return popen([str(BIN / "y"), "pub", *args], _yenv())
 
 
+def _stamps(subject: int, dtype: str, count: int) -> list[float]:
+    """The node's own timestamps [second] of ``count`` messages on ``subject``."""
+    out = y("-j", "sub", "-N", str(count), f"{subject}:{dtype}", env=_yenv(), client_id=CLIENT + 2, timeout=30)
+    return [json.loads(line)[str(subject)]["timestamp"]["microsecond"] * 1e-6 for line in out.splitlines()]
+
+
 def _motion(r: RegisterClient) -> dict[str, Any]:
     return dict(r.json("sys.motion"))
 
@@ -79,6 +86,16 @@ def test_planar_setpoint_and_readiness_move_and_stop(servos: list[RegisterClient
         dyn = [m[str(DYNAMICS)] for m in msgs if str(DYNAMICS) in m]
         assert fb and all(f["heartbeat"]["readiness"]["value"] == 3 for f in fb), msgs
         assert dyn and abs(dyn[-1]["value"]["kinematics"]["angular_position"]["radian"] - 1.5) < 1e-3, dyn
+        # Clocked by the setpoints (20 Hz here), never above the service's 50 Hz: the node's own stamps.
+        stamps = _stamps(DYNAMICS, "reg.udral.physics.dynamics.rotation.planarts", 12)
+        assert 10.0 <= (len(stamps) - 1) / (stamps[-1] - stamps[0]) <= 50.0, stamps
+    # Without setpoints, at least once a second (the service's MAX_PUBLICATION_PERIOD), status included.
+    for subject, dtype in ((FEEDBACK, "reg.udral.service.actuator.common.feedback"),
+                           (STATUS, "reg.udral.service.actuator.common.status")):
+        out = y("-j", "sub", "--with-metadata", "-N", "3", f"{subject}:{dtype}", env=_yenv(), client_id=CLIENT + 1,
+                timeout=30)
+        arrivals = [json.loads(line)[str(subject)]["_meta_"]["ts_monotonic"] for line in out.splitlines()]
+        assert len(arrivals) == 3 and max(b - a for a, b in itertools.pairwise(arrivals)) <= 1.5, arrivals
     # The publisher stopped: the deadman (and the stale readiness) stop the joint, at rest.
     m = wait_for(lambda: not (m := _motion(first))["engaged"] and m, timeout=10, what="the stop")
     assert abs(m["meas"][1]) < 1e-3

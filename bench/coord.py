@@ -172,7 +172,29 @@ async def _run(
         coord.close()
         await asyncio.sleep(0.5)
     print(file=sys.stderr)
+    if start:
+        print(await _path_row(rng, axes[:3], env), flush=True)
     return rows
+
+
+async def _path_row(rng: random.Random, axes: list[Any], env: dict[str, str], waypoints: int = 6) -> str:
+    """A path of random waypoints over three axes (servo-coord path): every segment on one start message, the next
+    staged while the current runs; planned against taken time, spreads and line deviations."""
+    from servo_node.coord._logic import Coordinator
+    from servo_node.coord._path import PathRunner, Waypoint
+
+    points = [Waypoint(tuple(rng.uniform(-2.0, 2.0) for _ in axes)) for _ in range(waypoints)]
+    async with Coordinator(axes, env, start_subject=START) as coord:
+        t0 = time.perf_counter()
+        results = await PathRunner(coord, points).run()
+        took = time.perf_counter() - t0
+    planned = sum(r.segment.duration for r in results)
+    spreads = [r.spread * 1e3 for r in results]
+    devs = [r.deviation * 100 for r in results]
+    return (f"path ({len(axes)} axes, {waypoints} random waypoints, start message each): planned {planned:.3f} s, "
+            f"taken {took:.3f} s (+{took - planned:.3f} s: the first start's lead, the last settle, the runner's "
+            f"set-up); spread max {max(spreads):.3f} ms; line deviation max {max(devs):.3f} %; waited "
+            f"{sum(r.waited_s for r in results) * 1e3:.0f} ms")
 
 
 def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:

@@ -38,6 +38,10 @@ STAGE_AHEAD_S = 0.5
 """A segment is staged this long before its start (at most; never before the segment before it has started)."""
 START_AFTER_STAGE_S = 0.01
 """The start follows its staged setpoints by this much: on the bus a start must not overtake what it starts."""
+SEGMENT_GAP_S = 0.01
+"""Each segment starts this long after the one before ends (plus its dwell): the nodes map the start instant onto
+their clocks to a millisecond or so, and a node must take the next segment at rest at its waypoint, where the
+coordinator planned it from, not a millisecond before it arrives."""
 SETTLE_S = 0.15
 """After the last segment's planned end, how long the runner waits before it measures the arrival."""
 
@@ -158,7 +162,8 @@ class PathRunner:
         coord, results = self.coord, self.results
         msgs = [commands(r.segment) for r in results]
         started = time.perf_counter()
-        total = sum(r.segment.duration + w.dwell_s for r, w in zip(results, self.waypoints, strict=True))
+        total = sum(r.segment.duration + w.dwell_s + SEGMENT_GAP_S for r, w in zip(results, self.waypoints,
+                                                                                   strict=True))
         await coord._burst(msgs[0])
         await asyncio.sleep(START_AFTER_STAGE_S)
         results[0].start_at = coord.sync_now() + coord.start_lead_s
@@ -172,7 +177,7 @@ class PathRunner:
                 end = cur.start_at + cur.segment.duration
                 if current + 1 < len(results):
                     nxt = results[current + 1]
-                    due = end + self.waypoints[current].dwell_s
+                    due = end + self.waypoints[current].dwell_s + SEGMENT_GAP_S
                     if now >= cur.start_at and math.isnan(staged_at) and due - now <= STAGE_AHEAD_S:
                         await coord._burst(msgs[current + 1])
                         staged_at = coord.sync_now()

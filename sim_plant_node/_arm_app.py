@@ -9,7 +9,8 @@ heartbeat health is the worst of the three.
 Registers (env form ``ARM__SHOULDER__MAX_FORCE=30``): per joint ``arm.<joint>.max_velocity`` [rad/s] (default 3),
 ``arm.<joint>.max_force`` [N·m] (20), ``arm.<joint>.control_p`` [1/s] (10), ``arm.<joint>.position`` [rad] (the
 start pose, 0: straight up); ``arm.brake`` (0: a passive joint is free and falls under gravity; 1: a passive joint
-is held by a holding brake, so the arm waits at its start pose and stays where a stop left it); and as the single joint ``sim.step_rate``, ``sim.publish_rate``,
+is held by a holding brake, so the arm waits at its start pose and stays where a stop left it);
+and as the single joint ``sim.step_rate``, ``sim.publish_rate``,
 ``sim.quick_stop_deceleration``. The masses and lengths are :class:`sim_plant.arm.ArmParams`' defaults (the Hanoi
 cell's arm, ``docs/arm.md``).
 """

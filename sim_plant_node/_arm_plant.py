@@ -5,8 +5,9 @@ Kept free of pycyphal like :mod:`sim_plant_node._plant`, whose setpoint semantic
 force control as Webots, passive = force control with zero torque (the arm then falls under gravity: no brake), the
 quick stop a velocity ramp to rest at the joint's full torque. With ``brake`` a passive joint is held instead: a
 holding brake (velocity control at 0 with the joint's full torque), as an arm's joints hold when their motors are off;
-the arm then starts held at its start pose and stays where a stop left it. The quick stop's bound is |v₀| / deceleration +
-:data:`~sim_plant_node._plant.QUICK_STOP_MARGIN_S` (a coupled joint has no single inertia to bound it by).
+the arm then starts held at its start pose and stays where a stop left it. The quick stop's bound is
+|v₀| / deceleration + :data:`~sim_plant_node._plant.QUICK_STOP_MARGIN_S`
+(a coupled joint has no single inertia to bound it by).
 """
 
 from __future__ import annotations

@@ -35,6 +35,9 @@ ARM_JOINTS = ("base", "shoulder", "elbow")
 FEEDBACK_TIMEOUT_S = 2.0
 """The arm servos' drive silence that is an error [second]: the default 0.5 s trips while seven processes start
 (and compile) on a shared two-core host; a real drive would keep the default."""
+LINK_RATE_HZ = 100.0
+"""Drive setpoints (each servo) and drive dynamics (the plant, per joint) [Hz]: one plant process receives and
+sends for three joints, 1200 messages a second at the default 200 Hz."""
 PORTS = ("setpoint", "readiness", "dynamics", "feedback")
 """A drive's UDRAL ports, in the order of their subject offsets."""
 
@@ -66,7 +69,7 @@ def drive_subject(bus: Bus, j: int, port: str) -> int:
 def plant_environment(bus: Bus, start: Sequence[float], joints: Sequence[Joint]) -> dict[str, str]:
     """The registers of ``sim-plant --arm`` at the ``start`` pose, as environment variables."""
     env = bus.environment(plant_node_id(bus))
-    env.update(ARM__BRAKE="1", SIM__PUBLISH_RATE="200")
+    env.update(ARM__BRAKE="1", SIM__PUBLISH_RATE=f"{LINK_RATE_HZ:g}")
     for j, (name, q) in enumerate(zip(ARM_JOINTS, to_plant(start), strict=True)):
         for port in PORTS:
             kind = "SUB" if port in ("setpoint", "readiness") else "PUB"
@@ -84,6 +87,7 @@ def servo_overrides(bus: Bus, j: int) -> dict[str, str]:
         "SERVO__DRIVE__MODE": "velocity",
         "SERVO__DRIVE__NODE_ID": str(plant_node_id(bus)),
         "SERVO__DRIVE__FEEDBACK_TIMEOUT": f"{FEEDBACK_TIMEOUT_S:g}",
+        "SERVO__DRIVE__RATE": f"{LINK_RATE_HZ:g}",
         "UAVCAN__PUB__DRIVE_SETPOINT__ID": str(drive_subject(bus, j, "setpoint")),
         "UAVCAN__PUB__DRIVE_READINESS__ID": str(drive_subject(bus, j, "readiness")),
         "UAVCAN__SUB__DRIVE_DYNAMICS__ID": str(drive_subject(bus, j, "dynamics")),

@@ -38,6 +38,9 @@ FEEDBACK_TIMEOUT_S = 2.0
 LINK_RATE_HZ = 100.0
 """Drive setpoints (each servo) and drive dynamics (the plant, per joint) [Hz]: one plant process receives and
 sends for three joints, 1200 messages a second at the default 200 Hz."""
+STEP_RATE_HZ = 250.0
+"""The plant's real-time steps [Hz] (each integrates in substeps of at most 1 ms): fewer wake-ups of its stepping
+thread leave its bus loop the time to receive three joints' setpoints on a busy host."""
 PORTS = ("setpoint", "readiness", "dynamics", "feedback")
 """A drive's UDRAL ports, in the order of their subject offsets."""
 
@@ -69,7 +72,7 @@ def drive_subject(bus: Bus, j: int, port: str) -> int:
 def plant_environment(bus: Bus, start: Sequence[float], joints: Sequence[Joint]) -> dict[str, str]:
     """The registers of ``sim-plant --arm`` at the ``start`` pose, as environment variables."""
     env = bus.environment(plant_node_id(bus))
-    env.update(ARM__BRAKE="1", SIM__PUBLISH_RATE=f"{LINK_RATE_HZ:g}")
+    env.update(ARM__BRAKE="1", SIM__PUBLISH_RATE=f"{LINK_RATE_HZ:g}", SIM__STEP_RATE=f"{STEP_RATE_HZ:g}")
     for j, (name, q) in enumerate(zip(ARM_JOINTS, to_plant(start), strict=True)):
         for port in PORTS:
             kind = "SUB" if port in ("setpoint", "readiness") else "PUB"

@@ -35,9 +35,10 @@ ARM_JOINTS = ("base", "shoulder", "elbow")
 FEEDBACK_TIMEOUT_S = 2.0
 """The arm servos' drive silence that is an error [second]: the default 0.5 s trips while seven processes start
 (and compile) on a shared two-core host; a real drive would keep the default."""
-LINK_RATE_HZ = 100.0
+LINK_RATE_HZ = 50.0
 """Drive setpoints (each servo) and drive dynamics (the plant, per joint) [Hz]: one plant process receives and
-sends for three joints, 1200 messages a second at the default 200 Hz."""
+sends for three joints: 1200 messages a second at the default 200 Hz, more than its bus loop handled on a busy
+host."""
 STEP_RATE_HZ = 250.0
 """The plant's real-time steps [Hz] (each integrates in substeps of at most 1 ms): fewer wake-ups of its stepping
 thread leave its bus loop the time to receive three joints' setpoints on a busy host."""

@@ -1,7 +1,9 @@
 """The five joints as ``servo-node`` processes: their simulated physics, control modes, limits and bus ports.
 
 Each joint is one ``servo-node`` with its embedded simulated joint (``servo.drive.backend = sim``), configured
-entirely by register environment variables, as a user would start it by hand.
+entirely by register environment variables, as a user would start it by hand. With ``--plant arm`` base, shoulder
+and elbow drive the coupled arm plant over UDRAL instead (:mod:`.arm_plant`); the rest of this docstring is the
+independent-joint run.
 
 * **base, shoulder, elbow**: the paper's computed-torque PD law, ``servo.drive.mode = torque`` with
   ``servo.control.torque_gains`` = [K_P, K_D] = [36, 12] (τ = J·a_ref + K_P·e + K_D·ė). The paper's law cancels

@@ -38,9 +38,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/startup.py
 
-## Tower of Hanoi with five servo nodes (examples/hanoi, docs/hanoi.md): BOXES=3; writes hanoi.png.
+## Tower of Hanoi with five servo nodes (examples/hanoi, docs/hanoi.md): BOXES=3; PLANT=arm puts base, shoulder and
+## elbow on the coupled arm plant (sim-plant --arm), PLANT=joints (default) keeps independent joints; writes hanoi.png.
 hanoi: $(STAMP)
-	$(BIN)/python -m examples.hanoi --boxes $(or $(BOXES),3) --figure hanoi.png
+	$(BIN)/python -m examples.hanoi --boxes $(or $(BOXES),3) --plant $(or $(PLANT),joints) --figure hanoi.png
 
 ## Print the exports that make yakut use this project's DSDL.
 dsdl-env: $(STAMP)

@@ -8,7 +8,9 @@ heartbeat health is the worst of the three.
 
 Registers (env form ``ARM__SHOULDER__MAX_FORCE=30``): per joint ``arm.<joint>.max_velocity`` [rad/s] (default 3),
 ``arm.<joint>.max_force`` [N·m] (20), ``arm.<joint>.control_p`` [1/s] (10), ``arm.<joint>.position`` [rad] (the
-start pose, 0: straight up); and as the single joint ``sim.step_rate``, ``sim.publish_rate``,
+start pose, 0: straight up); ``arm.brake`` (0: a passive joint is free and falls under gravity; 1: a passive joint
+is held by a holding brake, so the arm waits at its start pose and stays where a stop left it);
+and as the single joint ``sim.step_rate``, ``sim.publish_rate``,
 ``sim.quick_stop_deceleration``. The masses and lengths are :class:`sim_plant.arm.ArmParams`' defaults (the Hanoi
 cell's arm, ``docs/arm.md``).
 """
@@ -48,6 +50,7 @@ ARM_SPECS: Mapping[str, RegisterSpec] = {
        for j in JOINTS
        for name, default, check in (("max_velocity", 3.0, _NONNEG), ("max_force", 20.0, _NONNEG),
                                     ("control_p", 10.0, _NONNEG), ("position", 0.0, _ANY))},
+    "arm.brake": RegisterSpec(real64(0.0), scalar(lambda x: x in (0.0, 1.0), "0 or 1")),
 }
 """The registers of ``sim-plant --arm`` (the module docstring lists them)."""
 
@@ -92,7 +95,7 @@ async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> in
         node.start()
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, ArmDrive.warm_up)
-        drive = ArmDrive(ArmParams(), motors, position, rates[0])
+        drive = ArmDrive(ArmParams(), motors, position, rates[0], brake=_read(registry, "arm.brake") == 1.0)
         apps = [SimPlantNode(node, joint, rates[1], rates[2], service=name, own_health=False)
                 for name, joint in zip(JOINTS, drive.joints, strict=True)]
         drive.start()

@@ -3,8 +3,11 @@ thread, and a per-joint view with the interface the UDRAL node drives (:class:`~
 
 Kept free of pycyphal like :mod:`sim_plant_node._plant`, whose setpoint semantics it shares: position, velocity and
 force control as Webots, passive = force control with zero torque (the arm then falls under gravity: no brake), the
-quick stop a velocity ramp to rest at the joint's full torque. The quick stop's bound is |v₀| / deceleration +
-:data:`~sim_plant_node._plant.QUICK_STOP_MARGIN_S` (a coupled joint has no single inertia to bound it by).
+quick stop a velocity ramp to rest at the joint's full torque. With ``brake`` a passive joint is held instead: a
+holding brake (velocity control at 0 with the joint's full torque), as an arm's joints hold when their motors are off;
+the arm then starts held at its start pose and stays where a stop left it. The quick stop's bound is
+|v₀| / deceleration + :data:`~sim_plant_node._plant.QUICK_STOP_MARGIN_S`
+(a coupled joint has no single inertia to bound it by).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ class ArmDrive:
     """Three motor joints on one coupled arm, stepped by a daemon thread so that simulated time equals wall time."""
 
     def __init__(self, params: ArmParams, motors: Sequence[ArmMotor], position: Sequence[float],
-                 step_rate_hz: float) -> None:
-        """The arm at ``position``, every joint passive; :meth:`start` runs time."""
+                 step_rate_hz: float, brake: bool = False) -> None:
+        """The arm at ``position``, every joint passive (held if ``brake``); :meth:`start` runs time."""
         if not (math.isfinite(step_rate_hz) and step_rate_hz > 0.0):
             raise ValueError(f"step_rate must be a finite positive number, got {step_rate_hz!r}")
         self.plant = ArmPlant(params, motors, position)
@@ -42,7 +45,10 @@ class ArmDrive:
         self._thread: threading.Thread | None = None
         self._stamp = time.monotonic()
         self._accel = [0.0, 0.0, 0.0]
+        self.brake = brake
         self.joints = tuple(ArmJoint(self, i, m) for i, m in enumerate(motors))
+        for j in self.joints:
+            j._apply_passive()
 
     @staticmethod
     def warm_up() -> None:
@@ -138,8 +144,14 @@ class ArmJoint:
             self._apply_passive()
 
     def _apply_passive(self) -> None:
-        self._drive.plant.set_force(self._i, 0.0)
-        self._drive.plant.set_motor_force(self._i, 0.0)
+        p, i = self._drive.plant, self._i
+        if self._drive.brake:  # The holding brake: velocity 0 with the joint's full torque.
+            p.set_position(i, math.inf)
+            p.set_velocity(i, 0.0)
+            p.set_motor_force(i, self.params.max_force)
+        else:
+            p.set_force(i, 0.0)
+            p.set_motor_force(i, 0.0)
         self._mode = Mode.PASSIVE
 
     def quick_stop(self, deceleration: float) -> float:
@@ -178,7 +190,7 @@ class ArmJoint:
         """The joint's state after the latest step."""
         with self._drive._lock:
             p, i = self._drive.plant, self._i
-            passive_or_force = self._mode in (Mode.FORCE, Mode.PASSIVE)
+            passive_or_force = self._mode is Mode.FORCE or (self._mode is Mode.PASSIVE and not self._drive.brake)
             force = float(p.motors[i, M_FORCE]) if passive_or_force else float(p.motor_force_feedbacks[i])
             return Sample(
                 monotonic=self._drive._stamp,

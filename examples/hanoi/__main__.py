@@ -37,6 +37,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="node-ID of the base; the other joints follow, the program's own nodes after them [61]")
     ap.add_argument("--subject", type=int, default=6100,
                     help="setpoint subject of the base (+k per joint); dynamics subjects start 10 above [6100]")
+    ap.add_argument("--plant", choices=("joints", "arm"), default="joints",
+                    help="joints: five independent embedded joints; arm: base, shoulder and elbow on the coupled arm "
+                    "plant (sim-plant --arm, gravity and coupling) as UDRAL drives [joints]")
     ap.add_argument("--fk-tolerance", type=float, default=1.0, metavar="MM",
                     help="largest FK error of the grip point after a move [1 mm]")
     ap.add_argument("--clearance", type=float, default=40.0, metavar="MM",
@@ -82,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     dsdl.ensure_compiled()
     bus = Bus(iface=args.iface, node_id=args.node_id, subject=args.subject)
     with tempfile.TemporaryDirectory(prefix="hanoi-") as tmp:
-        with launched(bus, plan.home, Path(tmp), cell.arm, Path(args.node_log) if args.node_log else None):
+        with launched(bus, plan.home, Path(tmp), cell.arm, Path(args.node_log) if args.node_log else None,
+                      plant=args.plant):
             return asyncio.run(_run(args, bus, cell, plan))
 
 
@@ -110,7 +114,8 @@ async def _run(args: argparse.Namespace, bus: Bus, cell: Cell, plan: TaskPlan) -
         async with run:
             await run.wait_for_nodes(180.0)
             await run.prepare()
-            print(f"five nodes up after {time.monotonic() - t_start:.1f} s", flush=True)
+            await run.wait_ready(60.0)
+            print(f"five nodes up ({args.plant} plant) after {time.monotonic() - t_start:.1f} s", flush=True)
             report = await run.execute(plan, progress)
             print(report.summary(), flush=True)
     except VerificationError as ex:
@@ -126,7 +131,7 @@ async def _run(args: argparse.Namespace, bus: Bus, cell: Cell, plan: TaskPlan) -
         from .figure import render
 
         title = (f"Tower of Hanoi, {plan.boxes} boxes: {len(plan.moves)} moves, {len(plan.segments)} coordinated "
-                 f"segments over five servo-node processes" + ("" if code == 0 else " (STOPPED)"))
+                 f"segments over five servo-node processes, {args.plant} plant" + ("" if code == 0 else " (STOPPED)"))
         try:
             render(run.trace, cell, plan.boxes, args.figure, title)
             print(f"wrote {args.figure}", flush=True)

@@ -1,7 +1,9 @@
 """The five joints as ``servo-node`` processes: their simulated physics, control modes, limits and bus ports.
 
 Each joint is one ``servo-node`` with its embedded simulated joint (``servo.drive.backend = sim``), configured
-entirely by register environment variables, as a user would start it by hand.
+entirely by register environment variables, as a user would start it by hand. With ``--plant arm`` base, shoulder
+and elbow drive the coupled arm plant over UDRAL instead (:mod:`.arm_plant`); the rest of this docstring is the
+independent-joint run.
 
 * **base, shoulder, elbow**: the paper's computed-torque PD law, ``servo.drive.mode = torque`` with
   ``servo.control.torque_gains`` = [K_P, K_D] = [36, 12] (τ = J·a_ref + K_P·e + K_D·ė). The paper's law cancels
@@ -139,14 +141,34 @@ def node_environment(bus: Bus, k: int, joint: Joint, start: float) -> dict[str, 
 
 @contextmanager
 def launched(bus: Bus, start: Pose, registry_dir: Path, arm: ArmGeometry | None = None,
-             log: Path | None = None) -> Iterator[Sequence[subprocess.Popen[bytes]]]:
-    """Five ``servo-node run`` processes at the ``start`` pose; each gets SIGINT (its safe stop) at exit."""
+             log: Path | None = None, plant: str = "joints") -> Iterator[Sequence[subprocess.Popen[bytes]]]:
+    """Five ``servo-node run`` processes at the ``start`` pose; each gets SIGINT (its safe stop) at exit.
+
+    ``plant = "arm"``: base, shoulder and elbow drive the coupled arm (``sim-plant --arm``, started first and
+    stopped last; :mod:`.arm_plant`) over UDRAL instead of their embedded joints.
+    """
     servo_node = [sys.executable, "-m", "servo_node"]
     with ExitStack() as stack:
         out = stack.enter_context(open(log, "ab")) if log is not None else subprocess.DEVNULL
         procs = []
+        overrides: list[dict[str, str]] = [{} for _ in NAMES]
+        if plant == "arm":
+            from sim_plant.arm import ArmParams
+
+            from . import arm_plant
+
+            arm_plant.check_geometry(arm or ArmGeometry(), ArmParams())
+            env = arm_plant.plant_environment(bus, start, joints(arm))
+            procs.append(subprocess.Popen([sys.executable, "-m", "sim_plant_node", "--arm", "--registry",
+                                           str(registry_dir / "arm.db")], env=env, stdout=out,
+                                          stderr=subprocess.STDOUT))
+            stack.callback(_stop, procs[-1])
+            for j in range(len(arm_plant.ARM_JOINTS)):
+                overrides[j] = arm_plant.servo_overrides(bus, j)
+        elif plant != "joints":
+            raise ValueError(f"plant must be 'joints' or 'arm', got {plant!r}")
         for k, (joint, q) in enumerate(zip(joints(arm), start, strict=True)):
-            env = node_environment(bus, k, joint, q)
+            env = node_environment(bus, k, joint, q) | overrides[k]
             procs.append(subprocess.Popen([*servo_node, "run", "--registry", str(registry_dir / f"{joint.name}.db")],
                                           env=env, stdout=out, stderr=subprocess.STDOUT))
             stack.callback(_stop, procs[-1])
@@ -164,5 +186,6 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def running(procs: Sequence[subprocess.Popen[bytes]]) -> Mapping[str, int | None]:
-    """Exit codes of the node processes by joint (None: running)."""
-    return {name: p.poll() for name, p in zip(NAMES, procs, strict=True)}
+    """Exit codes of the node processes by joint (None: running); with the arm plant, ``arm plant`` first."""
+    names = ("arm plant", *NAMES) if len(procs) > len(NAMES) else NAMES
+    return {name: p.poll() for name, p in zip(names, procs, strict=True)}

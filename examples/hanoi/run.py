@@ -79,6 +79,12 @@ class RunReport:
     the straight lines are in joint space, not in Cartesian space (reported, not hidden)."""
     run_s: float = math.nan
     stacks: list[list[int]] = field(default_factory=list)
+    torque_max: list[float] = field(default_factory=list)
+    """Largest measured |torque| of base, shoulder, elbow over the run [N·m] (the nodes' ``dynamics``)."""
+    holding: list[tuple[float, ...]] = field(default_factory=list)
+    """Measured torque of base, shoulder, elbow at rest at every place [N·m]: what holds the arm still there."""
+    tracking: dict[str, float] = field(default_factory=dict)
+    """Largest tracking error against the plan per joint over its moves (the nodes' ``sys.motion`` track_max)."""
 
     def summary(self) -> str:
         sp = sorted(self.spreads)
@@ -94,7 +100,25 @@ class RunReport:
             (f"grip point off its Cartesian straight segment along the joint-space lines over {len(self.strays)} arm "
              f"segments: median {statistics.median(self.strays) * 1e3:.1f} mm, max {max(self.strays) * 1e3:.1f} mm"
              if self.strays else "no arm segment"),
+            *self._physics(),
         ])
+
+    def _physics(self) -> list[str]:
+        """The torque and tracking lines (what the plant asked of the joints, and how well they followed)."""
+        arm = NAMES[:3]
+        lines = [f"worst grip-point error at rest over every arm segment: {self.worst_fk * 1e3:.3f} mm"]
+        if self.torque_max:
+            lines.append("torque max |τ| over the run: " + ", ".join(
+                f"{n} {t:.3f} N·m" for n, t in zip(arm, self.torque_max, strict=True)))
+        if self.holding:
+            cols = list(zip(*self.holding, strict=True))
+            lines.append(f"torque holding still at the {len(self.holding)} places: " + ", ".join(
+                f"{n} {min(c):.3f}..{max(c):.3f} N·m" for n, c in zip(arm, cols, strict=True)))
+        if self.tracking:
+            lines.append("tracking error against the plan, max per joint: " + ", ".join(
+                f"{n} {self.tracking[n] * 1e3:.3f} m{'m' if n == 'gripper' else 'rad'}"
+                for n in NAMES if n in self.tracking))
+        return lines
 
 
 def cartesian_stray(arm: ArmGeometry, start: Pose, target: Pose, samples: int = 201) -> float:
@@ -164,6 +188,24 @@ class ArmRun:
                 raise VerificationError(f"no dynamics from {', '.join(silent)} within {timeout_s:g} s")
             await asyncio.sleep(0.1)
 
+    async def wait_ready(self, timeout_s: float) -> None:
+        """Until no node reports the ``error`` state (e.g. a drive's feedback timeout while the host was busy
+        starting the nodes): such a node would refuse the first move."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            states = []
+            for k in range(len(NAMES)):
+                try:
+                    states.append(json.loads(await self.coordinator.read_register(k, "sys.status"))["servo"]["state"])
+                except (CoordError, ValueError, KeyError):
+                    states.append("unknown")
+            if all(s not in ("error", "unknown") for s in states):
+                return
+            if time.monotonic() > deadline:
+                raise VerificationError(f"nodes not ready within {timeout_s:g} s: "
+                                        + ", ".join(f"{n} {s}" for n, s in zip(NAMES, states, strict=True)))
+            await asyncio.sleep(0.2)
+
     async def _release(self) -> None:
         """Stop repeating setpoints (the holds of the previous segment).
 
@@ -219,6 +261,16 @@ class ArmRun:
             report.deviations.append(result.reference_deviation)
             report.fallbacks += bool(result.plan.fallback)
         await self._verify(seg, report, result.sent_at + result.plan.duration)
+        await self._tracking(moving, report)
+
+    async def _tracking(self, moving: Sequence[int], report: RunReport) -> None:
+        """Each moving joint's largest tracking error against its plan of this move (``sys.motion`` track_max)."""
+        for k in moving:
+            try:
+                err = float((await self.coordinator.motion(k))["track_max"])
+            except (CoordError, ValueError, KeyError, TypeError) as ex:
+                raise VerificationError(f"{NAMES[k]}: no tracking error ({ex})") from ex
+            report.tracking[NAMES[k]] = max(report.tracking.get(NAMES[k], 0.0), err)
 
     async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
         """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` in :data:`REST_SAMPLES` successive
@@ -245,6 +297,7 @@ class ArmRun:
         report.worst_fk = max(report.worst_fk, err)
         if seg.kind == "place":
             report.placements.append(err)
+            report.holding.append(tuple(self.trace.axes[n].measured.columns["force"][-1] for n in NAMES[:3]))
 
     async def _log_states(self) -> None:
         """Every node's state and reason (``sys.status``) and plan (``sys.motion``) at a failure, for the log."""
@@ -307,6 +360,8 @@ class ArmRun:
         finally:
             report.run_s = time.monotonic() - t0
             report.stacks = [list(s) for s in stacks.pegs]
+            report.torque_max = [float(np.max(np.abs(self.trace.axes[n].measured.columns["force"])))
+                                 for n in NAMES[:3]]
         await self._release()
         return report
 

@@ -151,3 +151,32 @@ def test_too_many_boxes_is_refused_before_planning_the_moves() -> None:
         plan_task(40)
     with pytest.raises(UnreachableError, match="reaches"):
         plan_task(3, Cell(arm=ArmGeometry(upper_arm=0.15, forearm=0.1)))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(-2.0, 2.0), st.floats(-0.6, 1.8), st.floats(0.05, 2.9))
+def test_the_arm_plant_sees_the_hanoi_angles(phi1: float, phi2: float, phi3: float) -> None:
+    """The joint mapping (``examples/hanoi/arm_plant.py``): the plant's gravity torques at ``to_plant(φ)`` are
+    ∂Π/∂φ of the potential built from the heights the *Hanoi* FK gives each mass (upper arm, forearm, hand)."""
+    from examples.hanoi.arm_plant import check_geometry, to_plant
+    from sim_plant.arm import ArmParams, gravity
+
+    p = ArmParams()
+    check_geometry(ARM, p)
+    eps = 1e-12
+
+    def height(upper: float, fore: float, q: tuple[float, float, float, float]) -> float:
+        geo = ArmGeometry(height=ARM.height, upper_arm=upper, forearm=max(fore, eps), gripper=eps)
+        return forward(geo, q)[2] - ARM.height
+
+    def potential(q: tuple[float, float, float, float]) -> float:
+        return p.g * (p.upper_mass * height(p.upper_com, 0.0, q) + p.fore_mass * height(ARM.upper_arm, p.fore_com, q)
+                      + p.hand_mass * height(ARM.upper_arm, p.hand_distance, q))
+
+    q = (phi1, phi2, phi3, 0.0)
+    h = 1e-6
+    numeric = [(potential(tuple(x + h * (i == k) for i, x in enumerate(q)))  # type: ignore[arg-type]
+                - potential(tuple(x - h * (i == k) for i, x in enumerate(q)))) / (2 * h)  # type: ignore[arg-type]
+               for k in range(3)]
+    plant = gravity(p, to_plant(q))
+    assert max(abs(a - b) for a, b in zip(numeric, plant, strict=True)) < 1e-6

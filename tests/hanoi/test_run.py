@@ -55,6 +55,29 @@ def test_two_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_one_box_on_the_coupled_arm_plant(tmp_path: Path) -> None:
+    """``--plant arm``: base, shoulder and elbow on ``sim-plant --arm`` (gravity, coupling) over UDRAL, each still its
+    own servo-node. The place is FK-verified from the measured joints within the same 1 mm, and the torque report
+    shows gravity: shoulder and elbow hold the arm still at the place with a nonzero torque (the plant's g(q))."""
+    res = _run("--plant", "arm", "--boxes", "1", "--figure", "")
+    print(res.stdout, res.stderr[-3000:], sep="\n")
+    assert res.returncode == 0
+    out = res.stdout
+    assert "five nodes up (arm plant)" in out
+    assert "final stacks A: [], B: [], C: [0]" in out
+    assert "placements verified by FK from measured joints: 1" in out
+    worst = re.search(r"worst grip-point error at rest over every arm segment: ([\d.]+) mm", out)
+    assert worst is not None and float(worst[1]) <= 1.0
+    assert re.search(r"torque max \|τ\| over the run: base [\d.]+ N·m, shoulder [\d.]+ N·m, elbow [\d.]+ N·m", out)
+    hold = re.search(r"torque holding still at the 1 places: base (\S+)\.\.\S+ N·m, shoulder (\S+)\.\.\S+ N·m, "
+                     r"elbow (\S+)\.\.\S+ N·m", out)
+    assert hold is not None, out
+    assert abs(float(hold[2])) > 1.0 and abs(float(hold[3])) > 0.1  # gravity (the independent joints hold ~0)
+    assert abs(float(hold[1])) < 0.05  # the base turns about the vertical: gravity does not load it
+    assert re.search(r"tracking error against the plan, max per joint: base [\d.]+ mrad, shoulder", out)
+
+
+@pytest.mark.slow
 def test_a_failed_check_stops_the_arm(tmp_path: Path) -> None:
     """An FK tolerance no real arm meets (0.1 µm): the first segment fails its check, the arm is stopped."""
     res = _run("--boxes", "1", "--fk-tolerance", "0.0001", "--figure", "")

@@ -13,6 +13,34 @@ from cyphal_common import dsdl
 from servo_node._kernel_cache import invalidate_if_sources_changed
 from tests import isolation
 
+BUS_SCENARIOS = (
+    "tests/system/",
+    "tests/coord/test_system.py",
+    "tests/hanoi/test_run.py",
+    "tests/hostile/",
+    "tests/fuzz/",
+    "tests/mimic/test_processes.py",
+    "tests/mimic/test_pinning.py",
+    "tests/multihost/",
+    "tests/node/test_udral_face.py",
+    "tests/node/test_yakut_workflow.py",
+    "tests/scope/",
+    "tests/sim_plant_node/",
+    "tests/transport/test_cross_process.py",
+    "tests/transport/test_yakut.py",
+)
+"""Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, heartbeat gaps, tracking
+over the bus). They run one at a time, on one worker (xdist group ``bus``), their nodes real-time where permitted,
+while the other workers run the tests that only compute: two bus scenarios at once on two cores starved each other
+(their real-time nodes at the same priority), which no priority can fix."""
+
+
+@pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook turns the groups into node-ID suffixes.
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(BUS_SCENARIOS):
+            item.add_marker(pytest.mark.xdist_group("bus"))
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -16,6 +16,7 @@ from tests import isolation
 BUS_SCENARIOS = (
     "tests/system/",
     "tests/coord/test_system.py",
+    "tests/cyphal_common/test_timesync.py",
     "tests/hanoi/test_run.py",
     "tests/hostile/",
     "tests/fuzz/",

@@ -36,6 +36,20 @@ while the other workers run the tests that only compute: two bus scenarios at on
 (their real-time nodes at the same priority), which no priority can fix."""
 
 
+COMPUTE_NICE = 15
+"""A parallel worker runs the tests that only compute at this niceness (and bus scenarios at 0): when both run at
+once, the scenario's processes get the cores they need (CFS weights about 1:30), the computing ones the rest."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0 if item.nodeid.startswith(BUS_SCENARIOS) else COMPUTE_NICE)
+        except OSError:  # Lowering the niceness again needs root: then everything stays as it is.
+            pass
+
+
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook turns the groups into node-ID suffixes.
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:

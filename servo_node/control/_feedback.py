@@ -82,8 +82,8 @@ def _judge(A: LoopArrays, remote: bool) -> float:
     for k in (L.M_P, L.M_V, L.M_A, L.M_F):
         if not math.isfinite(m[k]):
             return L.FB_NOT_FINITE
-    if not remote or st[L.ST_FB_GOOD] == 0.0:
-        return L.FB_OK
+    if not remote or st[L.ST_FB_GOOD] == 0.0 or st[L.ST_ENGAGED] == 0.0:
+        return L.FB_OK  # Disengaged, a finite sample is the new baseline: a new origin (homing) moves nothing.
     return _plausible(A, m[L.M_P], m[L.M_V], m[L.M_RX_T], m[L.M_STAMP], st[L.ST_FB_P], st[L.ST_FB_RX_T],
                       st[L.ST_FB_STAMP])  # fmt: skip
 

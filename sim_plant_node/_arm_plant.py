@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
-import time
 from collections.abc import Sequence
 
 from sim_plant import JointParams
 from sim_plant.arm import ArmParams
 from sim_plant.arm_motors import M_FORCE, M_MOTOR_FORCE, ArmMotor, ArmPlant
 
-from ._plant import MAX_STEP_S, QUICK_STOP_MARGIN_S, REST_VELOCITY, Command, Mode, Sample
+from ._plant import QUICK_STOP_MARGIN_S, REST_VELOCITY, Command, Mode, RealTimeStepper, Sample
 
 _logger = logging.getLogger(__name__)
 
@@ -30,20 +28,14 @@ JOINTS = ("base", "shoulder", "elbow")
 """The arm's joints in order; also the prefixes of their UDRAL ports and registers."""
 
 
-class ArmDrive:
+class ArmDrive(RealTimeStepper):
     """Three motor joints on one coupled arm, stepped by a daemon thread so that simulated time equals wall time."""
 
     def __init__(self, params: ArmParams, motors: Sequence[ArmMotor], position: Sequence[float],
                  step_rate_hz: float, brake: bool = False) -> None:
         """The arm at ``position``, every joint passive (held if ``brake``); :meth:`start` runs time."""
-        if not (math.isfinite(step_rate_hz) and step_rate_hz > 0.0):
-            raise ValueError(f"step_rate must be a finite positive number, got {step_rate_hz!r}")
+        super().__init__(step_rate_hz, "sim-plant-arm")
         self.plant = ArmPlant(params, motors, position)
-        self._period = 1.0 / step_rate_hz
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stamp = time.monotonic()
         self._accel = [0.0, 0.0, 0.0]
         self.brake = brake
         self.joints = tuple(ArmJoint(self, i, m) for i, m in enumerate(motors))
@@ -58,51 +50,19 @@ class ArmDrive:
         scratch.set_motor_force(1, 1.0)
         scratch.step(1e-3)
 
-    def start(self) -> None:
-        """Start the stepping thread. Idempotent."""
-        if self._thread is None:
-            with self._lock:
-                self._stamp = time.monotonic()
-            self._thread = threading.Thread(target=self._run, name="sim-plant-arm", daemon=True)
-            self._thread.start()
-
-    def close(self) -> None:
-        """Stop the stepping thread and wait for it. Idempotent."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
-
-    @property
-    def alive(self) -> bool:
-        """True while the stepping thread runs."""
-        return self._thread is not None and self._thread.is_alive()
-
-    def _run(self) -> None:
-        deadline = time.monotonic()
-        while not self._stop.is_set():
-            deadline += self._period
-            delay = deadline - time.monotonic()
-            if delay > 0.0:
-                self._stop.wait(delay)
-            elif delay < -10.0 * self._period:
-                deadline = time.monotonic()
-            with self._lock:
-                now = time.monotonic()
-                gap = min(now - self._stamp, MAX_STEP_S)
-                self._stamp = now
-                if gap <= 0.0:
-                    continue
-                try:
-                    for j in self.joints:
-                        j._quick_stop_step(gap)
-                    v0 = self.plant.velocities
-                    self.plant.step(gap)
-                    self._accel = list((self.plant.velocities - v0) / gap)
-                except Exception:  # Never let the physics thread die silently.
-                    _logger.exception("Arm step failed; every joint is made passive")
-                    for j in self.joints:
-                        j._apply_passive()
+    def _step(self, gap: float) -> None:
+        if gap <= 0.0:
+            return
+        try:
+            for j in self.joints:
+                j._quick_stop_step(gap)
+            v0 = self.plant.velocities
+            self.plant.step(gap)
+            self._accel = list((self.plant.velocities - v0) / gap)
+        except Exception:  # Never let the physics thread die silently.
+            _logger.exception("Arm step failed; every joint is made passive")
+            for j in self.joints:
+                j._apply_passive()
 
 
 class ArmJoint:

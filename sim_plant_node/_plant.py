@@ -115,61 +115,32 @@ class JointDrive(Protocol):
     def sample(self) -> Sample: ...
 
 
-class Plant:
-    """One :class:`Joint` stepped by a daemon thread so that simulated time equals wall (monotonic) time.
+class RealTimeStepper:
+    """A daemon thread that steps a model by the *measured* elapsed monotonic time, so simulated time equals wall
+    time: deadlines are absolute (``start + n/step_rate``) so the mean rate does not drift, after a stall the
+    schedule restarts from now, and a step longer than :data:`MAX_STEP_S` is cut (the rest counted as lost time).
+    Subclasses step their model in :meth:`_step`, called under :attr:`_lock`, which also guards their commands."""
 
-    Each iteration steps the joint by the *measured* elapsed monotonic time, so a late wake-up (GIL, load) costs
-    accuracy of nothing but the sample instant; deadlines are absolute (``start + n/step_rate``) so the mean rate
-    does not drift, and after a stall the schedule restarts from now. The joint kernel releases the GIL. A lock
-    serialises joint access between the stepping thread and the commands from the asyncio thread.
-    """
-
-    def __init__(self, params: JointParams, step_rate_hz: float) -> None:
-        """Create the joint passive (motor off) at its initial position; call :meth:`start` to run time."""
+    def __init__(self, step_rate_hz: float, name: str) -> None:
         if not (math.isfinite(step_rate_hz) and step_rate_hz > 0.0):
             raise ValueError(f"step_rate must be a finite positive number, got {step_rate_hz!r}")
-        self.params = params
         self._period = 1.0 / step_rate_hz
-        self._joint = Joint(params)
+        self._name = name
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._mode = Mode.PASSIVE
-        self._motor_force = 0.0
-        self._force = 0.0
         self._stamp = time.monotonic()
-        self._stop_start = 0.0  # Quick stop: when it started (simulated time), from which velocity, at which rate,
-        self._stop_velocity = 0.0  # and its bound [s] (QUICK_STOP mode only).
-        self._stop_deceleration = 0.0
-        self._stop_bound = 0.0
-        self._track = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # TRACK: (start, position, velocity, acceleration, gain, horizon)
         self.lost_time = 0.0
         """Wall time not simulated because of stalls longer than :data:`MAX_STEP_S` [s]."""
         self.max_gap = 0.0
         """Largest wall-time gap between two steps so far [s] (diagnostics)."""
-        self._joint.set_force(0.0)
-
-    @staticmethod
-    def warm_up(params: JointParams) -> None:
-        """Compile or load every numba kernel the plant uses, on a scratch joint (slow on a cold cache)."""
-        j = Joint(params)
-        j.set_position(math.inf)
-        j.set_velocity(0.0)
-        j.set_motor_force(params.max_force)
-        j.set_acceleration(params.acceleration)
-        j.set_control_p(params.control_p)
-        j.step(1e-3)
-        j.set_force(0.0)
-        j.step(1e-3)
-        j.set_position(params.position)
-        j.step(1e-3)
 
     def start(self) -> None:
         """Start the stepping thread; simulated time starts now. Idempotent."""
         if self._thread is None:
             with self._lock:
                 self._stamp = time.monotonic()
-            self._thread = threading.Thread(target=self._run, name="sim-plant-physics", daemon=True)
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
 
     def close(self) -> None:
@@ -178,6 +149,15 @@ class Plant:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
             self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        """True while the stepping thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def _step(self, gap: float) -> None:
+        """Advance the model by ``gap`` seconds (under the lock)."""
+        raise NotImplementedError
 
     def _run(self) -> None:
         """Step by the measured elapsed time until closed."""
@@ -197,21 +177,59 @@ class Plant:
                 if gap > MAX_STEP_S:
                     self.lost_time += gap - MAX_STEP_S
                     gap = MAX_STEP_S
-                try:
-                    if self._mode is Mode.TRACK:
-                        self._track_steps(gap)
-                    else:
-                        if self._mode is Mode.QUICK_STOP:
-                            self._quick_stop_step(gap)
-                        self._joint.step(gap)
-                except Exception:  # Never let the physics thread die silently: the node would freeze.
-                    _logger.exception("Joint step failed; the joint is made passive")
-                    self._apply_passive()
+                self._step(gap)
 
-    @property
-    def alive(self) -> bool:
-        """True while the stepping thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+
+class Plant(RealTimeStepper):
+    """One :class:`Joint` stepped by a daemon thread so that simulated time equals wall (monotonic) time.
+
+    Each iteration steps the joint by the *measured* elapsed monotonic time, so a late wake-up (GIL, load) costs
+    accuracy of nothing but the sample instant; deadlines are absolute (``start + n/step_rate``) so the mean rate
+    does not drift, and after a stall the schedule restarts from now. The joint kernel releases the GIL. A lock
+    serialises joint access between the stepping thread and the commands from the asyncio thread.
+    """
+
+    def __init__(self, params: JointParams, step_rate_hz: float) -> None:
+        """Create the joint passive (motor off) at its initial position; call :meth:`start` to run time."""
+        super().__init__(step_rate_hz, "sim-plant-physics")
+        self.params = params
+        self._joint = Joint(params)
+        self._mode = Mode.PASSIVE
+        self._motor_force = 0.0
+        self._force = 0.0
+        self._stop_start = 0.0  # Quick stop: when it started (simulated time), from which velocity, at which rate,
+        self._stop_velocity = 0.0  # and its bound [s] (QUICK_STOP mode only).
+        self._stop_deceleration = 0.0
+        self._stop_bound = 0.0
+        self._track = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # TRACK: (start, position, velocity, acceleration, gain, horizon)
+        self._joint.set_force(0.0)
+
+    @staticmethod
+    def warm_up(params: JointParams) -> None:
+        """Compile or load every numba kernel the plant uses, on a scratch joint (slow on a cold cache)."""
+        j = Joint(params)
+        j.set_position(math.inf)
+        j.set_velocity(0.0)
+        j.set_motor_force(params.max_force)
+        j.set_acceleration(params.acceleration)
+        j.set_control_p(params.control_p)
+        j.step(1e-3)
+        j.set_force(0.0)
+        j.step(1e-3)
+        j.set_position(params.position)
+        j.step(1e-3)
+
+    def _step(self, gap: float) -> None:
+        try:
+            if self._mode is Mode.TRACK:
+                self._track_steps(gap)
+            else:
+                if self._mode is Mode.QUICK_STOP:
+                    self._quick_stop_step(gap)
+                self._joint.step(gap)
+        except Exception:  # Never let the physics thread die silently: the node would freeze.
+            _logger.exception("Joint step failed; the joint is made passive")
+            self._apply_passive()
 
     def apply(self, command: Command) -> None:
         """Put the motor under the command (thread-safe); ends a quick stop."""

@@ -72,6 +72,9 @@ SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
 
 REARM_POLL_S = 0.2
+LOST_LEADER_GRACE_S = 0.05
+"""A follower's gate expires on the same leader samples the loop judges a lost leader by: the loop stops on its
+own (and says why) within a tick or two; the gate stops it only if it has not within this [second]."""
 """While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""
 
 STOP_MARGIN_S = 0.5
@@ -173,12 +176,13 @@ class Axis:
         self._failed_setpoint: Setpoint | None = None
         self._last_sample: LoopSample | None = None
         self._seen_error_count = 0
+        self._backstop_at = math.inf
         self._state = self.gate.update(self.now())
         self._feedback_due = asyncio.Event()
         master = int(registry.real("servo.time_sync.master_node_id"))
         self._timesync = TimeSync.of(node, registry.text("servo.time_sync"), None if master == NODE_ANY else master)
         self._follower = Follower.create(
-            node, names, self.registers, self._timesync, loop_clock == "real", diagnostics
+            node, names, self.registers, self._timesync, loop_clock == "real", diagnostics, self.now
         )
         if self._follower is not None:
             self.registers.serve("sys.mimic", json_register(self.mimic))
@@ -559,8 +563,16 @@ class Axis:
         if self._staging is not None and (lapsed := self._staging.lapsed(now)) is not None:
             self._refuse_start(lapsed)
         state = gate.update(now)
+        following = s.engaged and s.mode == L.MODE_MIMIC
         if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
-            loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
+            if state is ServoState.EXPIRED and following:
+                self._backstop_at = now + LOST_LEADER_GRACE_S  # The loop's own lost-leader stop comes first.
+            else:
+                loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
+        if now >= self._backstop_at:
+            self._backstop_at = math.inf
+            if following and state is not ServoState.ENGAGED:
+                loop.stop(immediate=self.registers.flag("servo.stop.disengage_immediately"))
         if state is not self._state:
             _logger.info("%sServo %s -> %s: %s", self.names.label, self._state, state, gate.reason)
             self._state = state

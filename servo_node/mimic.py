@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pycyphal
@@ -73,6 +74,7 @@ class Follower:
         clock: TimeSync,
         real_clock: bool,
         diagnostics: Diagnostics,
+        loop_now: Callable[[], float],
     ) -> None:
         self._diag = diagnostics
         self._label = names.label
@@ -90,13 +92,14 @@ class Follower:
         """Why this follower cannot follow (its configuration); empty when it can."""
         self._clock = clock
         self._real_clock = real_clock
+        self._loop_now = loop_now  # The axis's clock: a sample's reception when it has no transport stamp to use.
         self._input: LeaderInput | None = None
         pinned = int(registers.real("servo.mimic.leader_node_id"))
         self.leader_node_id: int | None = None if pinned == LEADER_ANY else pinned
         """The node followed: the register's, or the first sample's sender; samples from any other are foreign."""
         self.state = L.LEADER_DISENGAGED
-        self._state_at = -math.inf  # [second, time.monotonic] of the latest feedback
-        self._sample_at = -math.inf  # [second, time.monotonic] of the latest leader sample taken
+        self._state_at = -math.inf  # [second, the axis's clock] of the latest feedback
+        self._sample_at = -math.inf  # [second, the axis's clock] of the latest leader sample taken
         self._lost = False  # The leader went silent: its last reported state is void until it reports again.
         self.samples = 0
         self.foreign_samples = 0
@@ -122,10 +125,11 @@ class Follower:
         clock: TimeSync,
         real_clock: bool,
         diagnostics: Diagnostics,
+        loop_now: Callable[[], float],
     ) -> Follower | None:
         """A follower if ``mimic_leader`` is configured, else None."""
         sub = _subscriber(node, zubax.physics.dynamics.DoF3rdTs_1_0, names.port("mimic_leader"))
-        return None if sub is None else Follower(node, names, registers, sub, clock, real_clock, diagnostics)
+        return None if sub is None else Follower(node, names, registers, sub, clock, real_clock, diagnostics, loop_now)
 
     @property
     def leader_ok(self) -> bool:
@@ -194,7 +198,7 @@ class Follower:
         measured_at = self.stamp_to_loop_s(stamp_us)
         self._input.sample(p, v, a if math.isfinite(a) else 0.0, measured_at, rx)
         self.samples += 1
-        self._sample_at = time.monotonic()
+        self._sample_at = self._now()
         if self.on_sample is not None:
             self.on_sample(rx)
 
@@ -210,7 +214,7 @@ class Follower:
             state = L.LEADER_ERROR
         else:
             state = L.LEADER_OK if int(hb.readiness.value) == READINESS_ENGAGED else L.LEADER_DISENGAGED
-        self._state_at = time.monotonic()
+        self._state_at = self._now()
         self._lost = False
         self._set_state(state, self._rx_loop_s(meta, self._now()))
 
@@ -223,7 +227,7 @@ class Follower:
             self.on_state()
 
     def _now(self) -> float:
-        return time.monotonic()
+        return self._loop_now()
 
     def _saw(self, src: int) -> None:
         if src not in self._seen and len(self._seen) >= SOURCES_MAX:
@@ -236,12 +240,12 @@ class Follower:
         again — a leader that restarts sends samples before its first feedback (STANDBY), and the ENGAGED of its
         previous life must not arm the follower meanwhile. More than one publisher on the leader's subjects is
         reported (on change)."""
-        mono = time.monotonic()
-        if self.state == L.LEADER_OK and mono - self._state_at > LEADER_STATE_TIMEOUT_S:
+        if self.state == L.LEADER_OK and now - self._state_at > LEADER_STATE_TIMEOUT_S:
             self._set_state(L.LEADER_DISENGAGED, now)
-        if mono - max(self._sample_at, self._state_at) > self._deadman_s:
+        if now - max(self._sample_at, self._state_at) > self._deadman_s:
             self._lost = True  # The loop stops on its own (lost leader); this only keeps it from re-arming.
         before = self.sources
+        mono = time.monotonic()
         recent = sorted(n for n, t in self._seen.items() if mono - t <= PUBLISHER_WINDOW_S)
         self.sources = len(recent)
         if self.sources > 1 and before <= 1:

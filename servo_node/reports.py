@@ -104,36 +104,46 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
     ``control._stages.plan_start``; ``kind``: ``move`` for a setpoint's plan, ``stop`` for a stop's, which
     replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement.
 
-    Kept within a register string: fewer digits first, then optional keys are dropped.
+    Kept within a register string: the reference and measured positions keep their digits longest (a position
+    shown to 3 digits is no position), so first the other numbers get fewer digits, then optional keys are
+    dropped, and only then the positions get fewer digits.
     """
     if s is None:
         return {"engaged": False}
     t0 = system_minus_monotonic_s() + s.plan_start_s if loop_clock == "real" else math.nan
     kind = "stop" if s.stopping else "move" if s.engaged else "off"
-    doc: dict[str, Any] = {}
-    for digits in (7, 6, 5, 4, 3):
+
+    def build(state: int, other: int) -> dict[str, Any]:
         doc = {
-            "ref": _g(s.ref_position, s.ref_velocity, s.ref_acceleration, digits=digits),
-            "meas": _g(s.position, s.velocity, s.acceleration, s.force, digits=digits),
-            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
+            "ref": _g(s.ref_position, digits=state) + _g(s.ref_velocity, s.ref_acceleration, digits=other),
+            "meas": _g(s.position, digits=state) + _g(s.velocity, s.acceleration, s.force, digits=other),
+            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration, digits=other)[0],
                      "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
-            "settled": _g(s.settled_after_s, digits=digits)[0],
-            "track_max": _g(s.tracking_error_max, digits=min(digits, 4))[0],
+            "settled": _g(s.settled_after_s, digits=other)[0],
+            "track_max": _g(s.tracking_error_max, digits=min(other, 4))[0],
             "over": _g(s.overshoot, digits=3)[0],
-            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=digits),
+            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other),
             "limited": s.limited,
             "engaged": s.engaged,
-            "t": _g(s.time_s)[0],
+            "t": _g(s.time_s, digits=other)[0],
         }
         if link is not None:
             ms = (link.age_p50, link.age_max, link.delay_p50, link.delay_max)
             doc["link"] = _g(*(1e3 * x for x in ms), digits=3)
+        return doc
+
+    for other in (7, 5, 4, 3):
+        doc = build(7, other)
         if _fits(doc):
             return doc
-    for key in ("t", "limited", "stop", "over", "settled"):
+    for state in (7, 6, 5, 4, 3):
+        doc = build(state, 3)
+        for key in ("t", "limited", "stop", "over", "settled"):
+            if _fits(doc):
+                return doc
+            doc.pop(key, None)
         if _fits(doc):
-            break
-        doc.pop(key, None)
+            return doc
     return doc
 
 

@@ -69,3 +69,55 @@ async def test_a_pinned_leader_ignores_another_node_even_first() -> None:
         assert 0.0 < float(view["position"]) <= 2.0  # type: ignore[arg-type]
     finally:
         client.node.close()
+
+
+async def test_a_lost_leader_is_stopped_by_the_loop_and_the_gate_only_backs_it_up() -> None:
+    """The gate and the loop judge a lost leader by the same samples: when the gate's deadman is seen first, the
+    loop's own stop (which says "lost leader") still comes first; the gate stops the loop itself only if that has
+    not happened within LOST_LEADER_GRACE_S (a CI run saw the gate win that race and the reason lost)."""
+    client = Client()
+    env = servo_env(
+        UAVCAN__SUB__MIMIC_LEADER__ID=str(LEADER_DYNAMICS),
+        UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(LEADER_FEEDBACK),
+        SERVO__MIMIC__LEADER_NODE_ID=str(CLIENT),
+    )
+    dyn = client.node.make_publisher(zubax.physics.dynamics.DoF3rdTs_1_0, LEADER_DYNAMICS)
+    fb = client.node.make_publisher(zubax.service.actuator.Feedback_1_0, LEADER_FEEDBACK)
+    try:
+        async with ServoNode(None, env, loop_clock="simulated") as node:
+            axis = node.axis()
+
+            async def follow() -> float:
+                for _ in range(200):
+                    await fb.publish(feedback_message(True, Health.NOMINAL, 0.0))
+                    await dyn.publish(_sample(0.5))
+                    await asyncio.sleep(0.02)
+                    axis.advance(0.01)  # The loop takes the mimic command at its next tick.
+                    if axis.mimic()["following"]:
+                        break
+                assert axis.mimic()["following"], (axis.mimic(), axis.status())
+                axis.advance(0.1)  # No sample after the last one: the deadman runs from its reception.
+                return axis.now()
+
+            t = await follow()
+            ahead = t + 0.5  # Past the deadman (0.5 s) of a sample received at or before t.
+            axis.now = lambda: ahead  # type: ignore[method-assign]
+            axis.supervise()  # The gate expires before the loop has ticked past its deadman…
+            del axis.now
+            assert not axis.loop.sample().stopping  # …and leaves the stop to the loop,
+            axis.advance(0.5)
+            assert "lost leader" in axis.mimic()["stop"], axis.mimic()  # which says why.
+            assert "lost leader" in axis.status()["servo"]["reason"]
+            axis.advance(2.0)
+
+            t = await follow()  # Following again; now the loop does not stop in time (its clock is held back).
+            for late in (t + 0.5, t + 0.5 + 0.06):
+                axis.now = lambda late=late: late  # type: ignore[method-assign,misc]
+                axis.supervise()
+            del axis.now
+            axis.loop.advance(0.005)
+            assert axis.loop.sample().stopping  # The gate's backstop stopped it.
+    finally:
+        dyn.close()
+        fb.close()
+        client.node.close()

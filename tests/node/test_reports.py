@@ -8,6 +8,7 @@ import json
 import math
 
 from servo_node.arming import ServoState
+from servo_node.control import LinkStats, LoopSample
 from servo_node.errors import ErrorCode
 from servo_node.node import ServoNode
 from servo_node.reports import (
@@ -18,6 +19,7 @@ from servo_node.reports import (
     counters_view,
     events_view,
     fit_json,
+    motion_view,
     status_view,
 )
 from servo_node.setpoint import ProfileLimits, Setpoint
@@ -106,3 +108,21 @@ async def test_every_report_register_of_a_node_parses_with_every_count_at_its_ma
         print({k: len(json.dumps(v, separators=(",", ":"))) for k, v in parsed.items()})
         assert {"sys.status", "sys.motion", "sys.counters", "sys.events", "sys.mimic"} <= set(parsed)
         assert parsed["sys.counters"]["accepted"] == COUNT_MAX and parsed["sys.events"]["foreign"] == COUNT_MAX
+
+
+def test_motion_keeps_the_measured_position_to_seven_digits_when_everything_is_long() -> None:
+    """``sys.motion`` of a bus drive with every number at its longest: the other numbers lose digits and keys go
+    before the state does (a position cut to 3 digits, -1.05 for -1.047852, failed a 2e-3 arrival check)."""
+    long = -1.2345678e-5
+    s = LoopSample(time_s=1234567.891234, ref_position=-1.047852, ref_velocity=long, ref_acceleration=long,
+                   position=-1.047852, velocity=long, acceleration=long, force=long, plan_status=0, repaired=False,
+                   plan_duration=0.2520475, plan_start_s=123456.789012, error=ErrorCode.NONE, error_count=0, ticks=1,
+                   engaged=True, mode=0.0, demand_factor=1.0, command_seq=1, tracking_error_max=long,
+                   settled_after_s=0.2531234, stop_planned_s=0.1261234, stop_took_s=0.1381234, stop_bound_s=1.141234,
+                   expired=False, expired_after_s=math.nan, expired_at_s=math.nan, limited=True, overshoot=long)
+    link = LinkStats(long, long, long, long, long, False, long)
+    raw = fit_json(motion_view(s, link, "real"))
+    doc = _parse(raw)
+    print(f"{len(raw)} B: {doc}")
+    assert doc["meas"][0] == -1.047852 and doc["ref"][0] == -1.047852  # type: ignore[index]
+    assert doc["engaged"] is True and "link" in doc

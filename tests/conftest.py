@@ -21,7 +21,6 @@ BUS_SCENARIOS = (
     "tests/hostile/",
     "tests/fuzz/",
     "tests/mimic/test_processes.py",
-    "tests/mimic/test_pinning.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
     "tests/node/test_yakut_workflow.py",

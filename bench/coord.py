@@ -109,7 +109,7 @@ def _awaiting(task: asyncio.Task[Any]) -> str:
 
 async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
     """Until every node answers a register read (a loaded host starts six nodes slowly)."""
-    from servo_node.coord._logic import CoordError
+    from servo_node.coord._axes import CoordError
 
     deadline = time.monotonic() + timeout
     while True:
@@ -125,7 +125,8 @@ async def _run(
     moves: int, seed: int, counts: list[int], bus: dict[str, str], start: bool
 ) -> dict[tuple[int, str], Rows]:
     from servo_node.coord import Sync
-    from servo_node.coord._logic import Axis, CoordError, Coordinator
+    from servo_node.coord._axes import Axis, CoordError
+    from servo_node.coord._session import Coordinator
 
     rng = random.Random(seed)
     axes = [Axis(n, SETPOINT0 + k, DYNAMICS0 + k) for k, n in enumerate(NODE_IDS)]
@@ -180,8 +181,8 @@ async def _run(
 async def _path_row(rng: random.Random, axes: list[Any], env: dict[str, str], waypoints: int = 6) -> str:
     """A path of random waypoints over three axes (servo-coord path): every segment on one start message, the next
     staged while the current runs; planned against taken time, spreads and line deviations."""
-    from servo_node.coord._logic import Coordinator
     from servo_node.coord._path import PathRunner, Waypoint
+    from servo_node.coord._session import Coordinator
 
     points = [Waypoint(tuple(rng.uniform(-2.0, 2.0) for _ in axes)) for _ in range(waypoints)]
     async with Coordinator(axes, env, start_subject=START) as coord:
@@ -280,7 +281,7 @@ def main() -> None:
         return
     counts = [int(x) for x in args.axes.split(",")]
     from servo_node._kernel_cache import invalidate_if_sources_changed
-    from servo_node.coord._logic import START_LEAD_S
+    from servo_node.coord._session import START_LEAD_S
 
     invalidate_if_sources_changed()
     from cyphal_common import dsdl

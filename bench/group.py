@@ -72,7 +72,8 @@ async def _group_moves(moves: int, readers: list[Any]) -> list[float]:
 
 
 async def _start_moves(moves: int, readers: list[Any]) -> list[float]:
-    from servo_node.coord._logic import Axis, Coordinator
+    from servo_node.coord._axes import Axis
+    from servo_node.coord._session import Coordinator
 
     axes = [Axis(n, 6110 + k, 6120 + k, f"n{n}") for k, n in enumerate(NODES)]
     env = {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(COORD)}

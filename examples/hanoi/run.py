@@ -35,7 +35,9 @@ import numpy as np
 
 from cyphal_common.tasks import cancel_and_wait
 from servo_node.coord import Sync
-from servo_node.coord._logic import Axis, CoordError, Coordinator, MoveResult
+from servo_node.coord._axes import Axis, CoordError
+from servo_node.coord._result import MoveResult
+from servo_node.coord._session import Coordinator
 from servo_node.scope import ScopeRecorder, Trace
 
 from .cell import Pose, Segment, TaskPlan

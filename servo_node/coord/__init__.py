@@ -1,12 +1,13 @@
 """Coordinated motion of several servo nodes: they start together and arrive together (``servo-coord``).
 
 :mod:`._sync` is the pure synchronisation math (which limits make each node's own time-optimal plan last the
-common duration); :mod:`._logic` joins the bus, reads states and limits, sends one burst of setpoints and
-measures the arrival (:mod:`._measure`: straight-line deviation, each axis's lag behind its reported plan);
-:mod:`._cmd` is the command line. The nodes start a setpoint's plan at its reception, so the axes start as
-close together as the burst reaches them. Importing this package has no side effects: the
-generated DSDL types are imported by the functions that need them (compile them first,
-``cyphal_common.dsdl.ensure_compiled()``, as the entry point does).
+common duration), :mod:`._segment` one move planned as the nodes will plan it; :mod:`._session` joins the bus,
+reads states and limits, sends one burst of setpoints and measures the arrival (:mod:`._result`,
+:mod:`._measure`: straight-line deviation, each axis's lag behind its reported plan); :mod:`._path` runs a path
+of waypoints; :mod:`._axes` names the servos; :mod:`._cmd` is the command line. The nodes start a
+setpoint's plan at its reception, so the axes start as close together as the burst reaches them. Importing this
+package has no side effects: the generated DSDL types are imported by the functions that need them (compile them
+first, ``cyphal_common.dsdl.ensure_compiled()``, as the entry point does).
 """
 
 from ._sync import AxisMotion as AxisMotion

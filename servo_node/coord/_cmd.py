@@ -1,4 +1,4 @@
-"""The ``servo-coord`` command line: options only; the work is in :mod:`._logic` and :mod:`._path`.
+"""The ``servo-coord`` command line: options only; the work is in :mod:`._session` and :mod:`._path`.
 
 Examples (the bus comes from the standard environment, as for yakut)::
 
@@ -26,7 +26,7 @@ EXIT_CODE_UNSUCCESSFUL = 100
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ._logic import START_AUTO, START_LEAD_S
+    from ._session import START_AUTO, START_LEAD_S
 
     ap = argparse.ArgumentParser(prog="servo-coord", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -75,7 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cyphal_common import dsdl
 
     dsdl.ensure_compiled()
-    from ._logic import Axis, CoordError, Coordinator, load_axes, parse_axis
+    from ._axes import Axis, CoordError, load_axes, parse_axis
+    from ._session import Coordinator
 
     try:
         axes: list[Axis] = (load_axes(args.axes) if args.axes else []) + [parse_axis(a) for a in args.axis]

@@ -30,8 +30,11 @@ import numpy as np
 
 from cyphal_common.tasks import cancel_and_wait
 
-from ._logic import PLAN_MATCH_TOL, CoordError, Coordinator, Segment, _Recorder, commands, plan_segment
+from ._axes import CoordError
 from ._measure import progress_deviation
+from ._result import PLAN_MATCH_TOL, Recorder
+from ._segment import Segment, commands, plan_segment
+from ._session import Coordinator
 from ._sync import Sync
 
 STAGE_AHEAD_S = 0.5
@@ -147,7 +150,7 @@ class PathRunner:
             seg = plan_segment(state, wp.targets, info, wp.sync, speed=wp.speed)
             self.results.append(SegmentResult(k + 1, seg, math.nan))
             state = [(m.target, 0.0, 0.0) for m in seg.motions]
-        recorders = [_Recorder() for _ in coord.axes]
+        recorders = [Recorder() for _ in coord.axes]
         coord._recorders = recorders  # All of the path's dynamics, split into segments afterwards.
         try:
             await self._feed(info.repeat_s)
@@ -241,7 +244,7 @@ class PathRunner:
                 return
             await asyncio.sleep(0.1)
 
-    def _measure(self, recorders: Sequence[_Recorder]) -> None:
+    def _measure(self, recorders: Sequence[Recorder]) -> None:
         series = [(np.asarray(r.t), np.asarray(r.p)) for r in recorders]
         for res in self.results:
             seg = res.segment

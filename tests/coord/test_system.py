@@ -29,8 +29,8 @@ import numpy as np
 import pytest
 
 from servo_node.coord import AxisMotion, Sync, synchronize
-from servo_node.coord._logic import wire_limits
 from servo_node.coord._measure import plan_lag, progress_deviation
+from servo_node.coord._segment import wire_limits
 from servo_node.otg import plan as otg_plan
 from servo_node.setpoint import ProfileLimits
 from tests.procs import BIN, RegisterClient, base_env, popen, realtime, wait_for

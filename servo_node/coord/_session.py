@@ -1,4 +1,4 @@
-"""The coordinator on the bus: read every axis's state and limits, send one burst of setpoints, hold, measure.
+"""The coordinator's session on the bus: read every axis's state and limits, send one burst of setpoints, hold, measure.
 
 No option parsing here (:mod:`._cmd` does that). The generated DSDL types are imported where used, so importing
 this module needs no compiled DSDL.
@@ -32,8 +32,9 @@ A move:
    timestamps, and each axis's measured lag behind its plan started at t0 (so the measured arrival spread
    checks that t0 is when the joint really started).
 
-Why one module of ~540 lines: reading the axes, sending the burst, holding and measuring the arrival are one
-session's steps over the same pycyphal node; the synchronisation math lives apart (:mod:`._sync`).
+The session's parts live beside it: the axes (:mod:`._axes`), the planned move and its commands
+(:mod:`._segment`), the result and its measurement (:mod:`._result`, :mod:`._measure`), the synchronisation
+math (:mod:`._sync`).
 """
 
 from __future__ import annotations
@@ -45,10 +46,7 @@ import logging
 import math
 import os
 import time
-import tomllib
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,8 +54,11 @@ import numpy as np
 from cyphal_common.tasks import cancel_and_wait
 from servo_node.setpoint import ProfileLimits
 
+from ._axes import Axis, CoordError
 from ._measure import plan_lag, plan_positions, progress_deviation
-from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize, time_scaled
+from ._result import PLAN_MATCH_TOL, AxisReport, MoveResult, Recorder
+from ._segment import AxesInfo, commands, plan_segment
+from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
 NODE_NAME = "io.github.cyphal_servo.coord"
 
@@ -75,251 +76,8 @@ START_LEAD_S = 0.05
 """How far ahead of its publication a start message names the start [second]: longer than the start frame's
 delivery to every node's control loop (an event-loop hop), so every plan starts at that very instant."""
 
-PLAN_MATCH_TOL = 1e-4
-"""A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
-(``sys.motion`` rounds T to 7 digits, and the node starts from its own reading of the position)."""
 
 _logger = logging.getLogger(__name__)
-
-
-class CoordError(RuntimeError):
-    """A move cannot be made: an axis is silent, a register is missing, the input is inconsistent."""
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One servo: its node-ID, the subject-ID of its ``setpoint_servo`` and of its ``dynamics``."""
-
-    node_id: int
-    setpoint: int
-    dynamics: int
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        return self.name or f"node {self.node_id}"
-
-
-def parse_axis(text: str) -> Axis:
-    """``NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT`` → :class:`Axis`."""
-    parts = text.split(":")
-    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise ValueError(f"axis {text!r} is not NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT")
-    n, s, d = (int(p) for p in parts)
-    return Axis(n, s, d)
-
-
-def load_axes(path: str | Path) -> list[Axis]:
-    """Axes from a TOML file: ``[[axis]]`` tables with ``name``, ``node_id``, ``setpoint``, ``dynamics``."""
-    with open(path, "rb") as f:
-        doc = tomllib.load(f)
-    try:
-        return [Axis(int(a["node_id"]), int(a["setpoint"]), int(a["dynamics"]), str(a.get("name", "")))
-                for a in doc["axis"]]
-    except (KeyError, TypeError, ValueError) as ex:
-        raise ValueError(f"{path}: every [[axis]] needs node_id, setpoint and dynamics ({ex})") from ex
-
-
-@dataclass
-class _Recorder:
-    """Timestamped positions of one axis from its ``dynamics`` (system clock [second])."""
-
-    t: list[float] = field(default_factory=list)
-    p: list[float] = field(default_factory=list)
-    v: list[float] = field(default_factory=list)
-    a: list[float] = field(default_factory=list)
-    received: int = 0
-
-    def add(self, t: float, p: float, v: float, a: float) -> None:
-        self.received += 1
-        if self.t and t <= self.t[-1]:
-            return
-        self.t.append(t)
-        self.p.append(p)
-        self.v.append(v)
-        self.a.append(a)
-
-
-@dataclass(frozen=True)
-class AxisReport:
-    """One axis of a finished move."""
-
-    label: str
-    start: float
-    target: float
-    predicted: float
-    """The coordinator's prediction of the node's plan duration [second]."""
-    node_duration: float
-    """The node's own planned duration (``sys.motion`` plan.T) [second]."""
-    node_start: float
-    """The node's plan start t0 (system clock) [second]."""
-    settled: float
-    """Plan start to arrival within the node's tolerance [second] (NaN: not yet)."""
-    final: float
-    """Measured position after the move."""
-    kind: str = "move"
-    """What the node's reported plan is: ``move`` (this move's), ``stop`` or ``off`` (a stop replaced it)."""
-    lag: float = math.nan
-    """How far the measured motion trails its plan started at t0 [second] (from ``dynamics``; NaN: not recorded):
-    p_meas(t) ≈ p_plan(t − t0 − lag), fitted by least squares over the move."""
-    held: bool = False
-    """Held where it is (its distance too small to synchronise, see ``_sync.HOLD_FRACTION``): not a moving axis."""
-
-    @property
-    def stopped(self) -> bool:
-        """The node's plan is not this move's: a stop replaced it, or the node planned another motion (e.g. it
-        took the setpoint only after its deadman had stopped it: a plan from elsewhere, of another duration)."""
-        own_plan = abs(self.node_duration - self.predicted) <= PLAN_MATCH_TOL * (1.0 + self.predicted)
-        return self.kind != "move" or not own_plan
-
-    @property
-    def arrival(self) -> float:
-        """t0 + T on the system clock [second]."""
-        return self.node_start + self.node_duration
-
-    @property
-    def measured_arrival(self) -> float:
-        """t0 + T + lag: when the measured motion arrives [second] (NaN unless recorded)."""
-        return self.arrival + self.lag
-
-    @property
-    def moves(self) -> bool:
-        """Part of the synchronised motion: its target differs from its start and it is not held."""
-        return self.target != self.start and not self.held
-
-
-@dataclass(frozen=True)
-class MoveResult:
-    """A finished move: the plan, what every node reports, and the measured synchronisation."""
-
-    plan: SyncPlan
-    axes: tuple[AxisReport, ...]
-    sent_at: float
-    """System time the burst left [second]."""
-    burst_s: float
-    """From the first setpoint of the burst to the last leaving the coordinator [second]."""
-    planning_s: float
-    """Reading limits excluded: planning and float32 re-prediction [second]."""
-    deviation: float
-    """Straight-line deviation measured from ``dynamics`` (max spread of normalised progress); NaN if unknown."""
-    reference_deviation: float
-    """The same from the nodes' reference trajectories (their plans, started at their reported t0)."""
-    dynamics_rate_hz: float
-    """Mean rate of the recorded ``dynamics`` per axis during the move."""
-    rejected: tuple[str, ...] = ()
-    """Axes that did not take their setpoint, with the node's last rejection (e.g. a time-scaled jerk below the
-    node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
-
-    @property
-    def stopped(self) -> tuple[str, ...]:
-        """Moving axes whose plan a stop replaced before the measurement (left out of the spreads)."""
-        return tuple(a.label for a in self.axes if a.moves and a.stopped)
-
-    @property
-    def spread(self) -> float:
-        """Arrival spread: max − min of t0 + T over the moving axes that followed their plan [second]."""
-        arrivals = [a.arrival for a in self.axes if a.moves and not a.stopped]
-        return max(arrivals) - min(arrivals) if arrivals else 0.0
-
-    @property
-    def measured_spread(self) -> float:
-        """The same of t0 + T + lag: the arrival spread of the measured motion [second] (NaN unless recorded)."""
-        arrivals = [a.measured_arrival for a in self.axes if a.moves and not a.stopped]
-        return max(arrivals) - min(arrivals) if arrivals else 0.0
-
-    def table(self) -> str:
-        """Human-readable summary, one line per axis."""
-        rows = [self.plan.summary]
-        rows += [f"note: {n}" for n in self.plan.notes]
-        rows += [f"REJECTED by {r}" for r in self.rejected]
-        rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "
-                 f"spread)" for a in self.stopped]
-        ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
-        rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
-                    f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
-        for a in self.axes:
-            arrival = f"{(a.arrival - ref) * 1e3:>10.3f}" if not a.held else f"{'held':>10}"
-            rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
-                        f"{a.node_duration:>10.6f} "
-                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {arrival} "
-                        f"{a.lag * 1e3:>10.3f} {a.settled:>10.4f} {a.final - a.target:>10.2e}")
-        measured_spread = (f", measured {self.measured_spread * 1e3:.3f} ms (t0 + T + the lag of the dynamics)"
-                           if math.isfinite(self.measured_spread) else "")
-        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report){measured_spread}; "
-                    f"burst {self.burst_s * 1e6:.0f} µs; planning {self.planning_s * 1e3:.3f} ms")
-        measured = (f"measured {self.deviation * 100:.3f} % (dynamics at {self.dynamics_rate_hz:.0f} Hz), "
-                    if math.isfinite(self.deviation) else "")
-        rows.append(f"straight-line deviation: {measured}reference {self.reference_deviation * 100:.4f} % of stroke "
-                    f"(the nodes' plans from their reported t0)")
-        return "\n".join(rows)
-
-
-def _f32(x: float) -> float:
-    return float(np.float32(x))
-
-
-@dataclass(frozen=True)
-class AxesInfo:
-    """What every move of a coordinator needs of its axes: their own limits and arrival tolerances, and how often
-    setpoints are repeated (a quarter of the shortest deadman, at most 0.1 s)."""
-
-    limits: tuple[ProfileLimits, ...]
-    tolerance: tuple[float, ...]
-    repeat_s: float
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One coordinated move, planned: the sync plan, each axis's motion, the limits on the wire (float32) and the
-    node's predicted duration under them."""
-
-    plan: SyncPlan
-    motions: list[AxisMotion]
-    wire: list[ProfileLimits]
-    predicted: list[float]
-
-    @property
-    def duration(self) -> float:
-        """The longest predicted plan [second]."""
-        return max(self.predicted)
-
-
-def plan_segment(states: Sequence[tuple[float, float, float]], targets: Sequence[float], info: AxesInfo,
-                 sync: Sync | str, held: Collection[int] = (), speed: float = 1.0) -> Segment:
-    """Plan one coordinated move from ``states`` (p, v, a) to ``targets`` (float32 as the wire carries them) under
-    every axis's own limits time-scaled by ``speed`` ∈ (0, 1]. An axis at rest within its arrival tolerance of its
-    target has arrived: held, not synchronised."""
-    limits = [lim if speed == 1.0 else time_scaled(lim, speed) for lim in info.limits]
-    motions = [AxisMotion(p, v, a, _f32(pt), lim) for (p, v, a), pt, lim in zip(states, targets, limits, strict=True)]
-    held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, info.tolerance, strict=True))
-                     if m.at_rest and abs(m.distance) <= tol)}
-    plan = synchronize(motions, sync, held)
-    wire = [wire_limits(ap.limits) for ap in plan.axes]
-    predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
-    return Segment(plan, motions, wire, predicted)
-
-
-def commands(seg: Segment) -> list[Any]:
-    """The ServoCommand of every axis of a planned move."""
-    import zubax.physics.dynamics
-    import zubax.physics.kinematics
-    import zubax.telega
-
-    return [
-        zubax.telega.ServoCommand_1_0(
-            target=zubax.physics.dynamics.DoF2nd_1_0(
-                kinematics=zubax.physics.kinematics.DoF2nd_1_0(position=m.target, velocity=0.0), force=0.0),
-            profile_velocity_reverse_forward=[lim.v_min, lim.v_max],
-            profile_deceleration_acceleration=[lim.a_min, lim.a_max],
-            profile_jerk=lim.j_max,
-        )
-        for m, lim in zip(seg.motions, seg.wire, strict=True)
-    ]
-
-
-def wire_limits(lim: ProfileLimits) -> ProfileLimits:
-    """The limits as a ServoCommand carries them (float32), which is what the node plans with."""
-    return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))
 
 
 class Coordinator:
@@ -361,7 +119,7 @@ class Coordinator:
         self._clients: list[Any] = []
         self._subs: list[Any] = []
         self._latest: list[tuple[float, float, float, float] | None] = [None] * len(axes)
-        self._recorders: list[_Recorder] | None = None
+        self._recorders: list[Recorder] | None = None
         self._fresh = asyncio.Event()
 
     async def start(self) -> None:
@@ -541,7 +299,7 @@ class Coordinator:
         # resumes right after it, before any axis moves far (the axes are at their start before the first sample).
         self._stop_dynamics()
         if record:
-            self._recorders = [_Recorder() for _ in self.axes]
+            self._recorders = [Recorder() for _ in self.axes]
         sent_at = time.time()
         t_burst = time.perf_counter()
         await self._burst(msgs)
@@ -673,7 +431,7 @@ class Coordinator:
 
         reports = await asyncio.gather(*(self.motion(i) for i in range(len(self.axes))))
         recorded = self._recorders is not None
-        recs = self._recorders or [_Recorder() for _ in self.axes]
+        recs = self._recorders or [Recorder() for _ in self.axes]
         self._recorders = None
         rejected: list[str] = []
         axes = []

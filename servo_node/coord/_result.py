@@ -1,0 +1,147 @@
+"""A finished coordinated move: what every node reports and the measured synchronisation (arrival spread,
+straight-line deviation), and the recorder of an axis's ``dynamics`` they are measured from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ._sync import SyncPlan
+
+PLAN_MATCH_TOL = 1e-4
+"""A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
+(``sys.motion`` rounds T to 7 digits, and the node starts from its own reading of the position)."""
+
+
+@dataclass
+class Recorder:
+    """Timestamped positions of one axis from its ``dynamics`` (system clock [second])."""
+
+    t: list[float] = field(default_factory=list)
+    p: list[float] = field(default_factory=list)
+    v: list[float] = field(default_factory=list)
+    a: list[float] = field(default_factory=list)
+    received: int = 0
+
+    def add(self, t: float, p: float, v: float, a: float) -> None:
+        self.received += 1
+        if self.t and t <= self.t[-1]:
+            return
+        self.t.append(t)
+        self.p.append(p)
+        self.v.append(v)
+        self.a.append(a)
+
+
+@dataclass(frozen=True)
+class AxisReport:
+    """One axis of a finished move."""
+
+    label: str
+    start: float
+    target: float
+    predicted: float
+    """The coordinator's prediction of the node's plan duration [second]."""
+    node_duration: float
+    """The node's own planned duration (``sys.motion`` plan.T) [second]."""
+    node_start: float
+    """The node's plan start t0 (system clock) [second]."""
+    settled: float
+    """Plan start to arrival within the node's tolerance [second] (NaN: not yet)."""
+    final: float
+    """Measured position after the move."""
+    kind: str = "move"
+    """What the node's reported plan is: ``move`` (this move's), ``stop`` or ``off`` (a stop replaced it)."""
+    lag: float = math.nan
+    """How far the measured motion trails its plan started at t0 [second] (from ``dynamics``; NaN: not recorded):
+    p_meas(t) ≈ p_plan(t − t0 − lag), fitted by least squares over the move."""
+    held: bool = False
+    """Held where it is (its distance too small to synchronise, see ``_sync.HOLD_FRACTION``): not a moving axis."""
+
+    @property
+    def stopped(self) -> bool:
+        """The node's plan is not this move's: a stop replaced it, or the node planned another motion (e.g. it
+        took the setpoint only after its deadman had stopped it: a plan from elsewhere, of another duration)."""
+        own_plan = abs(self.node_duration - self.predicted) <= PLAN_MATCH_TOL * (1.0 + self.predicted)
+        return self.kind != "move" or not own_plan
+
+    @property
+    def arrival(self) -> float:
+        """t0 + T on the system clock [second]."""
+        return self.node_start + self.node_duration
+
+    @property
+    def measured_arrival(self) -> float:
+        """t0 + T + lag: when the measured motion arrives [second] (NaN unless recorded)."""
+        return self.arrival + self.lag
+
+    @property
+    def moves(self) -> bool:
+        """Part of the synchronised motion: its target differs from its start and it is not held."""
+        return self.target != self.start and not self.held
+
+
+@dataclass(frozen=True)
+class MoveResult:
+    """A finished move: the plan, what every node reports, and the measured synchronisation."""
+
+    plan: SyncPlan
+    axes: tuple[AxisReport, ...]
+    sent_at: float
+    """System time the burst left [second]."""
+    burst_s: float
+    """From the first setpoint of the burst to the last leaving the coordinator [second]."""
+    planning_s: float
+    """Reading limits excluded: planning and float32 re-prediction [second]."""
+    deviation: float
+    """Straight-line deviation measured from ``dynamics`` (max spread of normalised progress); NaN if unknown."""
+    reference_deviation: float
+    """The same from the nodes' reference trajectories (their plans, started at their reported t0)."""
+    dynamics_rate_hz: float
+    """Mean rate of the recorded ``dynamics`` per axis during the move."""
+    rejected: tuple[str, ...] = ()
+    """Axes that did not take their setpoint, with the node's last rejection (e.g. a time-scaled jerk below the
+    node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
+
+    @property
+    def stopped(self) -> tuple[str, ...]:
+        """Moving axes whose plan a stop replaced before the measurement (left out of the spreads)."""
+        return tuple(a.label for a in self.axes if a.moves and a.stopped)
+
+    @property
+    def spread(self) -> float:
+        """Arrival spread: max − min of t0 + T over the moving axes that followed their plan [second]."""
+        arrivals = [a.arrival for a in self.axes if a.moves and not a.stopped]
+        return max(arrivals) - min(arrivals) if arrivals else 0.0
+
+    @property
+    def measured_spread(self) -> float:
+        """The same of t0 + T + lag: the arrival spread of the measured motion [second] (NaN unless recorded)."""
+        arrivals = [a.measured_arrival for a in self.axes if a.moves and not a.stopped]
+        return max(arrivals) - min(arrivals) if arrivals else 0.0
+
+    def table(self) -> str:
+        """Human-readable summary, one line per axis."""
+        rows = [self.plan.summary]
+        rows += [f"note: {n}" for n in self.plan.notes]
+        rows += [f"REJECTED by {r}" for r in self.rejected]
+        rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "
+                 f"spread)" for a in self.stopped]
+        ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
+        rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
+                    f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
+        for a in self.axes:
+            arrival = f"{(a.arrival - ref) * 1e3:>10.3f}" if not a.held else f"{'held':>10}"
+            rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
+                        f"{a.node_duration:>10.6f} "
+                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {arrival} "
+                        f"{a.lag * 1e3:>10.3f} {a.settled:>10.4f} {a.final - a.target:>10.2e}")
+        measured_spread = (f", measured {self.measured_spread * 1e3:.3f} ms (t0 + T + the lag of the dynamics)"
+                           if math.isfinite(self.measured_spread) else "")
+        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report){measured_spread}; "
+                    f"burst {self.burst_s * 1e6:.0f} µs; planning {self.planning_s * 1e3:.3f} ms")
+        measured = (f"measured {self.deviation * 100:.3f} % (dynamics at {self.dynamics_rate_hz:.0f} Hz), "
+                    if math.isfinite(self.deviation) else "")
+        rows.append(f"straight-line deviation: {measured}reference {self.reference_deviation * 100:.4f} % of stroke "
+                    f"(the nodes' plans from their reported t0)")
+        return "\n".join(rows)

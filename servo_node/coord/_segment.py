@@ -1,0 +1,82 @@
+"""One coordinated move planned as the nodes will plan it: every axis's limits time-scaled and rounded to the
+float32 a ServoCommand carries, the synchronised plan, and the commands that carry it."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from servo_node.setpoint import ProfileLimits
+
+from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize, time_scaled
+
+
+def _f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+@dataclass(frozen=True)
+class AxesInfo:
+    """What every move of a coordinator needs of its axes: their own limits and arrival tolerances, and how often
+    setpoints are repeated (a quarter of the shortest deadman, at most 0.1 s)."""
+
+    limits: tuple[ProfileLimits, ...]
+    tolerance: tuple[float, ...]
+    repeat_s: float
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One coordinated move, planned: the sync plan, each axis's motion, the limits on the wire (float32) and the
+    node's predicted duration under them."""
+
+    plan: SyncPlan
+    motions: list[AxisMotion]
+    wire: list[ProfileLimits]
+    predicted: list[float]
+
+    @property
+    def duration(self) -> float:
+        """The longest predicted plan [second]."""
+        return max(self.predicted)
+
+
+def plan_segment(states: Sequence[tuple[float, float, float]], targets: Sequence[float], info: AxesInfo,
+                 sync: Sync | str, held: Collection[int] = (), speed: float = 1.0) -> Segment:
+    """Plan one coordinated move from ``states`` (p, v, a) to ``targets`` (float32 as the wire carries them) under
+    every axis's own limits time-scaled by ``speed`` ∈ (0, 1]. An axis at rest within its arrival tolerance of its
+    target has arrived: held, not synchronised."""
+    limits = [lim if speed == 1.0 else time_scaled(lim, speed) for lim in info.limits]
+    motions = [AxisMotion(p, v, a, _f32(pt), lim) for (p, v, a), pt, lim in zip(states, targets, limits, strict=True)]
+    held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, info.tolerance, strict=True))
+                     if m.at_rest and abs(m.distance) <= tol)}
+    plan = synchronize(motions, sync, held)
+    wire = [wire_limits(ap.limits) for ap in plan.axes]
+    predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
+    return Segment(plan, motions, wire, predicted)
+
+
+def commands(seg: Segment) -> list[Any]:
+    """The ServoCommand of every axis of a planned move."""
+    import zubax.physics.dynamics
+    import zubax.physics.kinematics
+    import zubax.telega
+
+    return [
+        zubax.telega.ServoCommand_1_0(
+            target=zubax.physics.dynamics.DoF2nd_1_0(
+                kinematics=zubax.physics.kinematics.DoF2nd_1_0(position=m.target, velocity=0.0), force=0.0),
+            profile_velocity_reverse_forward=[lim.v_min, lim.v_max],
+            profile_deceleration_acceleration=[lim.a_min, lim.a_max],
+            profile_jerk=lim.j_max,
+        )
+        for m, lim in zip(seg.motions, seg.wire, strict=True)
+    ]
+
+
+def wire_limits(lim: ProfileLimits) -> ProfileLimits:
+    """The limits as a ServoCommand carries them (float32), which is what the node plans with."""
+    return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))

@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from pycyphal.application import register
@@ -27,6 +28,18 @@ from .errors import ConfigurationError
 
 Validator = Callable[[ValueProxy], str | None]
 """Returns None if the value is acceptable, else a human-readable reason."""
+
+
+class RegisterReader(Protocol):
+    """Typed reads of application registers by their plain names (an application's :class:`ValidatingRegistry`,
+    or one axis's view of it)."""
+
+    def __getitem__(self, name: str, /) -> ValueProxy: ...
+    def real(self, name: str) -> float: ...
+    def reals(self, name: str) -> tuple[float, ...]: ...
+    def text(self, name: str) -> str: ...
+    def flag(self, name: str) -> bool: ...
+
 
 
 class RefusedWriteError(ValueConversionError):

@@ -16,10 +16,11 @@ import math
 
 import pycyphal.application
 
+from cyphal_common.registers import RegisterReader
+
 from .control import Envelope, LoopConfig
 from .drive import Drive, backend
 from .errors import ConfigurationError
-from .registers import RegisterReader
 from .setpoint import Floors
 
 STOP_FLOOR_FRACTION = 0.05

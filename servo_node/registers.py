@@ -104,7 +104,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
 
 from pycyphal.application.register import ValueProxy
 
@@ -224,16 +223,6 @@ SPECS: Mapping[str, RegisterSpec] = {
     **backend_register_specs(),
 }
 """The application registers (see the module docstring for their meaning)."""
-
-
-class RegisterReader(Protocol):
-    """Typed reads of application registers by their plain names (a :class:`ServoRegistry`, or one axis's view)."""
-
-    def __getitem__(self, name: str, /) -> ValueProxy: ...
-    def real(self, name: str) -> float: ...
-    def reals(self, name: str) -> tuple[float, ...]: ...
-    def text(self, name: str) -> str: ...
-    def flag(self, name: str) -> bool: ...
 
 
 def spec_for(name: str) -> RegisterSpec | None:

@@ -27,9 +27,7 @@ import numpy as np
 from ..errors import ErrorCode
 
 if TYPE_CHECKING:
-    from cyphal_common.registers import RegisterSpec
-
-    from ..registers import RegisterReader
+    from cyphal_common.registers import RegisterReader, RegisterSpec
 
 DRIVE_SIM = 0.0
 """Link shape: the embedded ``sim_plant`` joint, stepped inside the loop (:mod:`.sim`)."""

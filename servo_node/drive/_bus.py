@@ -15,7 +15,7 @@ from . import _remote_link as link
 from ._base import DRIVE_REMOTE, Drive, DriveArrays, placeholder
 
 if TYPE_CHECKING:
-    from ..registers import RegisterReader
+    from cyphal_common.registers import RegisterReader
 
 VELOCITY_GAIN_PREDICT = 40.0
 """Position gain of the velocity law [1/s] with the link model (``servo.drive.compensation`` = predict): the

@@ -32,9 +32,7 @@ from ._bringup import BringUpError, Identity, Settings, configure, identify
 from ._registers import specs
 
 if TYPE_CHECKING:
-    from cyphal_common.registers import RegisterSpec
-
-    from ...registers import RegisterReader
+    from cyphal_common.registers import RegisterReader, RegisterSpec
 
 _logger = logging.getLogger(__name__)
 

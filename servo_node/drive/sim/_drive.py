@@ -14,9 +14,7 @@ from ...errors import ConfigurationError
 from .._base import DRIVE_SIM, Drive, DriveArrays
 
 if TYPE_CHECKING:
-    from cyphal_common.registers import RegisterSpec
-
-    from ...registers import RegisterReader
+    from cyphal_common.registers import RegisterReader, RegisterSpec
 
 VELOCITY_GAIN = 20.0
 """Position gain of the velocity law [1/s] when ``servo.control.velocity_gain`` holds 0."""

@@ -35,7 +35,7 @@ from .._bus import BusDrive
 if TYPE_CHECKING:
     import pycyphal.application
 
-    from ...registers import RegisterReader
+    from cyphal_common.registers import RegisterReader
 
 DRIVE_ANY = 0xFFFF
 """``servo.drive.node_id`` that pins no node in advance: the first drive that answers is pinned."""

@@ -6,7 +6,7 @@ targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and m
 
 * arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a node
   starts a setpoint's plan at its reception, or with ``--start`` at the instant one start message on the nodes'
-  shared ``motion_start`` subject names, :mod:`servo_node.start`);
+  shared ``motion_start`` subject names, :mod:`servo_node.staging`);
 * measured arrival spread: the same of t0 + T + lag, the lag being how far each axis's recorded ``dynamics``
   trail its plan started at t0 (least squares): the check that the reported t0 is when the joint started;
 * reference deviation: the straight-line deviation (max over time of the spread of normalised progress) of the

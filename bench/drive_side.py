@@ -30,7 +30,7 @@ def main() -> None:
     dsdl.ensure_compiled()
     import numpy as np
 
-    from servo_node.config import loop_config
+    from servo_node.axis._config import loop_config
     from servo_node.control import _layout as L
     from servo_node.otg import sample_into
     from servo_node.registers import ServoRegistry

@@ -42,7 +42,7 @@ def _stats(x: list[float]) -> str:
 
 def publisher_dies(cases: int, seed: int) -> None:
     """Part 1: the stop after the publisher dies mid-move, on the simulated clock."""
-    from servo_node.config import loop_config, setpoint_floors
+    from servo_node.axis._config import loop_config, setpoint_floors
     from servo_node.control import ControlLoop
     from servo_node.drive import SimDrive
     from servo_node.drive.sim import joint_from_registers

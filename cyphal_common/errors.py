@@ -1,6 +1,6 @@
 """The exception root shared by both applications (``servo_node``, ``sim_plant_node``) and their plumbing.
 
-``servo_node.errors`` extends this tree with the servo's own exceptions and its error codes.
+``servo_node.errors`` holds the servo's error codes (values, not exceptions).
 """
 
 from __future__ import annotations

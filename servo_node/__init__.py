@@ -5,8 +5,8 @@ The data flow, one module each::
     setpoint_servo (zubax.telega.ServoCommand) ──► setpoint.py   validate, fill defaults from registers.py
     readiness (zubax.service.Readiness) ─────────► arming.py     readiness gate + deadman timeout
                                                         │
-                                                        ▼ axis.py (one servo: ports, intake.py, reports.py; the
-                                                        │          node shell node.py hosts one or more axes)
+                                                        ▼ axis/ (one servo: ports, intake, follower, reports;
+                                                        │        the node shell node.py hosts one or more axes)
                                          control/   ControlLoop: a numba nogil thread, fed through seqlocked arrays
                                            ├─ otg/              time-optimal jerk-limited trajectory (reference)
                                            ├─ control/_kernel   control law: velocity or computed torque

@@ -1,15 +1,13 @@
-"""One exception root and one table of servo error codes, used by the loop, the node and the reports.
+"""The servo's error codes, one table used by the loop, the node and the reports.
 
 Faults inside the control loop are values (:class:`ErrorCode`, reported in ``sys.status``, heartbeat health and
-``status``); exceptions are for the Python API and configuration, all rooted at :class:`ServoError`.
+``status``); exceptions are for the Python API and configuration, all rooted at
+:class:`cyphal_common.errors.ServoError`.
 """
 
 from __future__ import annotations
 
 import enum
-
-from cyphal_common.errors import ConfigurationError as ConfigurationError
-from cyphal_common.errors import ServoError as ServoError
 
 
 class ErrorCode(enum.IntEnum):
@@ -64,15 +62,3 @@ _TEXT = {
     ErrorCode.FEEDBACK_STAMP: "drive timestamp far from its reception: distrusted, stopping",
     ErrorCode.DRIVE_FAULT: "the drive reports a fault",
 }
-
-
-class SetpointRejectedError(ServoError, ValueError):
-    """A setpoint that must never change motion (NaN, a misplaced infinity, limits of the wrong sign)."""
-
-
-class DriveError(ServoError):
-    """The drive failed or cannot do what is asked."""
-
-
-class DriveTimeoutError(DriveError, TimeoutError):
-    """The drive went silent."""

@@ -28,18 +28,16 @@ import uavcan.node
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
+from cyphal_common.errors import ConfigurationError, ServoError
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import natural8, string
 from cyphal_common.tasks import cancel_and_wait
 
-from .axis import Axis
-from .axis_registers import AxisNames, parse_axes
+from .axis import Axis, AxisCounters
 from .collision import CollisionMonitor
 from .control import ControlLoop, ControlThread
 from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, Severity, sole_path
-from .errors import ConfigurationError, ServoError
-from .registers import ServoRegistry
-from .reports import AxisCounters
+from .registers import AxisNames, ServoRegistry, parse_axes
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
 ANONYMOUS = 0xFFFF

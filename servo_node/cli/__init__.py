@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from ..errors import ServoError
+from cyphal_common.errors import ServoError
 
 DEMO_ENV = {
     "UAVCAN__UDP__IFACE": "127.0.0.1",

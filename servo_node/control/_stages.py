@@ -247,7 +247,7 @@ def take_command(now: float, A: LoopArrays) -> None:
     if c[L.C_SEQ] == st[L.ST_CMD_SEQ]:
         return
     if (c[L.C_MODE] == L.MODE_POSITION or c[L.C_MODE] == L.MODE_VELOCITY) and c[L.C_RX_T] > now:
-        return  # A coordinated start not due yet (servo_node.start): taken at the first tick at or after it.
+        return  # A coordinated start not due yet (servo_node.staging): taken at the first tick at or after it.
     st[L.ST_CMD_SEQ] = c[L.C_SEQ]
     mode = c[L.C_MODE]
     engaged = st[L.ST_ENGAGED] != 0.0

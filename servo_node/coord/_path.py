@@ -2,7 +2,7 @@
 
 Every segment is planned before the first moves: from the previous waypoint at rest (float32, as the nodes hold
 it) to the next, a straight line by default. While segment k runs, the runner *stages* segment k+1 (its setpoints
-differ from the active ones, so the nodes keep them waiting, :mod:`servo_node.start`), then publishes one start
+differ from the active ones, so the nodes keep them waiting, :mod:`servo_node.staging`), then publishes one start
 message naming the instant segment k ends (plus the waypoint's dwell): no waypoint waits on the bus. The active
 setpoints are repeated all along (the nodes' deadman), the staged ones too (a start needs a staged setpoint younger
 than the deadman). A start is published a few milliseconds after its staging, and only once segment k has started,

@@ -24,7 +24,7 @@ A move:
    plus the receiving threads' wake-up, not a loop period plus each node's event-loop latency. With a start
    subject (``start_subject``; every node's ``uavcan.sub.motion_start.id``) the burst only stages the setpoints
    and one ``uavcan.time.SynchronizedTimestamp.1.0`` on that subject names the instant, ``start_lead_s`` ahead in
-   Cyphal synchronized time, at which every plan starts (:mod:`servo_node.start`): the spread of t0 is then
+   Cyphal synchronized time, at which every plan starts (:mod:`servo_node.staging`): the spread of t0 is then
    the nodes' clock agreement, not the burst's length nor any delivery jitter within the lead. An axis whose
    plan a stop replaced (deadman, error) did not arrive by its plan: it is reported as stopped and left out of
    the spread. The recorded ``dynamics`` give the straight-line deviation: the largest spread over time of the

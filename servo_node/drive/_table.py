@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigurationError
+from cyphal_common.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from cyphal_common.registers import RegisterSpec

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from servo_node.config import loop_config
+from servo_node.axis._config import loop_config
 from servo_node.control import _layout as L
 from servo_node.drive import _remote_link as link
 from servo_node.errors import ErrorCode

@@ -1,7 +1,7 @@
 """The first promise, on the simulated loop clock: the joint never leaves its envelope and every stop ends at rest.
 
 Each test is one numbered item of the motion-safety issue, run in-process against the embedded joint with the
-configuration the node would build from its registers (:func:`servo_node.config.loop_config`), setpoints
+configuration the node would build from its registers (:func:`servo_node.axis._config.loop_config`), setpoints
 interpreted exactly as the node does (:func:`servo_node.setpoint.interpret`). Deterministic: loop time only.
 """
 
@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servo_node.config import loop_config, setpoint_floors
+from cyphal_common.errors import ConfigurationError
+from servo_node.axis._config import loop_config, setpoint_floors
 from servo_node.control import ControlLoop
 from servo_node.drive import SimDrive
 from servo_node.drive.sim import joint_from_registers
-from servo_node.errors import ConfigurationError, ErrorCode
+from servo_node.errors import ErrorCode
 from servo_node.registers import RefusedWriteError, ServoRegistry
 from servo_node.setpoint import ProfileLimits, Rejected, Rejection, Setpoint, interpret
 

@@ -38,7 +38,7 @@ from tests.procs import BIN, RegisterClient, base_env, popen, realtime, wait_for
 COORD = [sys.executable, "-m", "servo_node.coord"]
 COORD_ID = 100
 START = 3309
-"""The shared motion_start subject of the variant that starts on one start message (servo_node.start)."""
+"""The shared motion_start subject of the variant that starts on one start message (servo_node.staging)."""
 DEADMAN_S = 0.5
 DYNAMICS_RATE_HZ = 500
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cyphal_common import registry_file
-from servo_node.errors import ConfigurationError
+from cyphal_common.errors import ConfigurationError
 from servo_node.registers import ServoRegistry
 from tests.procs import BIN, SIM_PLANT, base_env, popen, read_register, wait_for
 

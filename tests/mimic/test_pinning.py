@@ -13,8 +13,8 @@ import zubax.physics.kinematics
 import zubax.service.actuator
 from pycyphal.application.heartbeat_publisher import Health
 
+from servo_node.axis._reports import feedback_message
 from servo_node.node import ServoNode
-from servo_node.reports import feedback_message
 from tests.node.test_shell import CLIENT, Client, servo_env
 
 LEADER_DYNAMICS, LEADER_FEEDBACK = 3771, 3772

@@ -221,7 +221,7 @@ def test_follower_keeps_the_relation(bus: Callable[[], dict[str, str]], tmp_path
     import zubax.service
     from pycyphal.application.heartbeat_publisher import Health
 
-    from servo_node.reports import feedback_message
+    from servo_node.axis._reports import feedback_message
 
     udp = bus is _bus
     m, off, ref = (5.0, 0.3, 0.1) if udp else (-2.0, 1.0, -0.5)

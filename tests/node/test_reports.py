@@ -8,10 +8,7 @@ import json
 import math
 
 from servo_node.arming import ServoState
-from servo_node.control import LinkStats, LoopSample
-from servo_node.errors import ErrorCode
-from servo_node.node import ServoNode
-from servo_node.reports import (
+from servo_node.axis._reports import (
     COUNT_MAX,
     REGISTER_STRING_MAX,
     AxisCounters,
@@ -22,6 +19,9 @@ from servo_node.reports import (
     motion_view,
     status_view,
 )
+from servo_node.control import LinkStats, LoopSample
+from servo_node.errors import ErrorCode
+from servo_node.node import ServoNode
 from servo_node.setpoint import ProfileLimits, Setpoint
 
 NODE = 3851

@@ -11,7 +11,7 @@ import uavcan.time
 
 from servo_node.node import ServoNode
 from servo_node.setpoint import ProfileLimits, Setpoint
-from servo_node.start import MAX_LEAD_S, REORDER_S, Staging
+from servo_node.staging import MAX_LEAD_S, REORDER_S, Staging
 from tests.node.test_shell import DEADMAN_S, Client, servo_env, until
 
 START = 28

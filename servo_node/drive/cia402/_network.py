@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import ConfigurationError
+from cyphal_common.errors import ConfigurationError
+
 from . import _dictionary as od
 
 _logger = logging.getLogger(__name__)

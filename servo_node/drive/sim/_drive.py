@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cyphal_common.errors import ConfigurationError
 from sim_plant import JointParams
 from sim_plant._joint import make_arrays
 
-from ...errors import ConfigurationError
 from .._base import DRIVE_SIM, Drive, DriveArrays
 
 if TYPE_CHECKING:

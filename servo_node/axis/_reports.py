@@ -21,10 +21,10 @@ from pycyphal.application.heartbeat_publisher import Health
 from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.transport import dropped_frames
 
-from .arming import ServoState
-from .control import LinkStats, LoopSample
-from .errors import ErrorCode
-from .setpoint import Setpoint
+from ..arming import ServoState
+from ..control import LinkStats, LoopSample
+from ..errors import ErrorCode
+from ..setpoint import Setpoint
 
 REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
@@ -49,7 +49,7 @@ class AxisCounters:
     setpoints_ignored_mimic: int = 0
     """Valid setpoints not applied because this axis follows a leader (mimic)."""
     setpoints_staged: int = 0
-    """Setpoints that differed from the active one and waited for a start message (:mod:`servo_node.start`)."""
+    """Setpoints that differed from the active one and waited for a start message (:mod:`servo_node.staging`)."""
     starts: int = 0
     """Start messages that applied a staged setpoint."""
     starts_refused: int = 0

@@ -16,12 +16,12 @@ import math
 
 import pycyphal.application
 
+from cyphal_common.errors import ConfigurationError
 from cyphal_common.registers import RegisterReader
 
-from .control import Envelope, LoopConfig
-from .drive import Drive, backend
-from .errors import ConfigurationError
-from .setpoint import Floors
+from ..control import Envelope, LoopConfig
+from ..drive import Drive, backend
+from ..setpoint import Floors
 
 STOP_FLOOR_FRACTION = 0.05
 """A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers

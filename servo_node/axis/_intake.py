@@ -18,10 +18,10 @@ import pycyphal.dsdl
 import zubax.telega
 from pycyphal.transport.can import CANTransport
 
-from .axis_registers import AxisRegisters
-from .diagnostics import Diagnostics
-from .reports import AxisCounters
-from .setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payload_rejection
+from ..diagnostics import Diagnostics
+from ..registers import AxisRegisters
+from ..setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payload_rejection
+from ._reports import AxisCounters
 
 
 @dataclass(frozen=True)

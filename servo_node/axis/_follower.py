@@ -33,14 +33,13 @@ import zubax.service.actuator
 from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.timesync import TimeSync
 
-from .axis_registers import AxisNames, AxisRegisters
-from .control import LeaderInput, MimicSample, Relation
-from .control import _layout as L
-from .diagnostics import Diagnostics, Severity
-from .intake import PUBLISHER_WINDOW_S, reception_time_s
-from .registers import LEADER_ANY
-from .reports import COUNT_MAX, REGISTER_STRING_MAX, AxisCounters
-from .setpoint import ProfileLimits, Setpoint
+from ..control import LeaderInput, MimicSample, Relation
+from ..control import _layout as L
+from ..diagnostics import Diagnostics, Severity
+from ..registers import LEADER_ANY, AxisNames, AxisRegisters
+from ..setpoint import ProfileLimits, Setpoint
+from ._intake import PUBLISHER_WINDOW_S, reception_time_s
+from ._reports import COUNT_MAX, REGISTER_STRING_MAX, AxisCounters
 
 LEADER_STATE_TIMEOUT_S = 3.0
 """No feedback from the leader for this long: its state is unknown, and the follower stops [second]."""

@@ -35,21 +35,23 @@ import zubax.telega
 from pycyphal.application.heartbeat_publisher import Health
 
 from cyphal_common.clocks import system_minus_monotonic_s
+from cyphal_common.errors import ConfigurationError, ServoError
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.timesync import TimeSync
 
-from .arming import ArmingGate, ServoState
-from .axis_registers import AxisNames, AxisRegisters
-from .config import drive_from_registers, loop_config, setpoint_floors
-from .control import ControlLoop, ControlThread, LoopConfig, LoopSample, MimicSample
-from .control import _layout as L
-from .diagnostics import Diagnostics, Severity
-from .drive import Drive
-from .errors import ConfigurationError, ErrorCode, ServoError
-from .intake import Received, SetpointIntake, SetpointPort, decode_setpoint, reception_time_s
-from .mimic import Follower
-from .registers import NODE_ANY, ServoRegistry
-from .reports import (
+from ..arming import ArmingGate, ServoState
+from ..control import ControlLoop, ControlThread, LoopConfig, LoopSample, MimicSample
+from ..control import _layout as L
+from ..diagnostics import Diagnostics, Severity
+from ..drive import Drive
+from ..errors import ErrorCode
+from ..registers import NODE_ANY, AxisNames, AxisRegisters, ServoRegistry
+from ..setpoint import Setpoint
+from ..staging import Staging, Start
+from ._config import drive_from_registers, loop_config, setpoint_floors
+from ._follower import Follower
+from ._intake import Received, SetpointIntake, SetpointPort, decode_setpoint, reception_time_s
+from ._reports import (
     AxisCounters,
     EventCounts,
     counters_view,
@@ -64,9 +66,7 @@ from .reports import (
     status_view,
     text_register,
 )
-from .setpoint import Setpoint
-from .start import Staging, Start
-from .udral_face import Fields, UdralFace
+from ._udral_face import Fields, UdralFace
 
 SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at [second]."""
@@ -684,7 +684,7 @@ class Axis:
         return Health.NOMINAL
 
     def status(self) -> dict[str, Any]:
-        """``sys.status`` (see :func:`~servo_node.reports.status_view`)."""
+        """``sys.status`` (see :func:`~servo_node.axis._reports.status_view`)."""
         g = self.gate
         s = self._last_sample
         expired = s is not None and s.expired
@@ -707,7 +707,7 @@ class Axis:
         return status_view(state, reason, g.error_code, None, expired_after_s, expired_at_s, extra)
 
     def mimic(self) -> dict[str, Any]:
-        """``sys.mimic`` (a follower only; see :meth:`~servo_node.mimic.Follower.view`)."""
+        """``sys.mimic`` (a follower only; see :meth:`~servo_node.axis._follower.Follower.view`)."""
         assert self._follower is not None
         if self._loop is None:
             return {"leader": None}
@@ -716,22 +716,22 @@ class Axis:
         return self._follower.view(MimicSample.read(self._loop.out), following, self.counters.setpoints_ignored_mimic)
 
     def motion(self) -> dict[str, Any]:
-        """``sys.motion`` (see :func:`~servo_node.reports.motion_view`)."""
+        """``sys.motion`` (see :func:`~servo_node.axis._reports.motion_view`)."""
         loop = self._loop
         if loop is None:
             return motion_view(None, None, self.loop_clock)
         return motion_view(loop.sample(), loop.link_stats(), self.loop_clock)
 
     def reference(self) -> list[float]:
-        """``sys.reference`` (see :func:`~servo_node.reports.reference_view`)."""
+        """``sys.reference`` (see :func:`~servo_node.axis._reports.reference_view`)."""
         return reference_view(self._loop.sample() if self._loop is not None else None)
 
     def counts(self) -> dict[str, Any]:
-        """``sys.counters`` (see :func:`~servo_node.reports.counters_view`)."""
+        """``sys.counters`` (see :func:`~servo_node.axis._reports.counters_view`)."""
         return counters_view(self.counters, self._registry.refused_writes, self._restarts())
 
     def events(self) -> dict[str, Any]:
-        """``sys.events`` (see :func:`~servo_node.reports.events_view`)."""
+        """``sys.events`` (see :func:`~servo_node.axis._reports.events_view`)."""
         s, ts = self._last_sample, self._timesync
         drive = self._drive.peers() if self._drive is not None else {}
         e = EventCounts(

@@ -43,7 +43,7 @@ import uavcan.time
 
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
 
-from .axis_registers import AxisNames
+from ..registers import AxisNames
 
 MIN_PERIOD_S = 1.0 / 50.0
 """Feedback, power and dynamics after setpoints are throttled to 50 Hz, as the service allows."""

@@ -1,0 +1,13 @@
+"""One servo on the bus: its ports, the setpoint intake, the follower of a leader (mimic engagement), its
+configuration from the registers, its reports and counters; :class:`Axis` joins them around its control loop.
+
+:mod:`._axis` the axis itself (ports, supervision, publications), :mod:`._intake` setpoints in (decoding,
+validation, pinned publishers), :mod:`._follower` a mimic leader's samples in, :mod:`._udral_face` the UDRAL
+servo ports, :mod:`._config` the loop and the drive from the registers, :mod:`._reports` the ``sys.*`` views,
+the counters and the outgoing messages.
+"""
+
+from ._axis import Axis as Axis
+from ._reports import AxisCounters as AxisCounters
+
+__all__ = ["Axis", "AxisCounters"]

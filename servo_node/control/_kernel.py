@@ -24,11 +24,11 @@ from ..drive import _dispatch as drive
 from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
 from ._feedback import bound_command, check_feedback
+from ._law import control_law
 from ._layout import LoopArrays
 from ._link import compensated, observe
 from ._mimic import follow_leader
 from ._stages import (
-    control_law,
     publish,
     reference,
     supervise_drive,

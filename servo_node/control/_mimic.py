@@ -33,7 +33,17 @@ from ..otg import plan_into, plan_velocity_into, profile_duration
 from . import _layout as L
 from ._layout import LoopArrays
 from ._mimic_frame import sample_relative
-from ._stages import E_INFEASIBLE, E_NONE, E_NUMERICAL, _clearable, _engage, _set_error, start_stop, stop_from
+from ._stages import (
+    E_INFEASIBLE,
+    E_NONE,
+    E_NUMERICAL,
+    _clearable,
+    _engage,
+    _set_error,
+    expired,
+    start_stop,
+    stop_from,
+)
 
 V_MARGIN = 1e-3
 """The clamped target velocity stays this fraction of the velocity range inside the limits (a valid plan)."""
@@ -128,7 +138,7 @@ def verdict(now: float, A: LoopArrays) -> tuple[float, float]:
         reason = L.MIMIC_LEADER_ERROR if state == L.LEADER_ERROR else L.MIMIC_DISENGAGED
         return reason, now - ld[L.LD_STATE_RX_T]
     age = now - ld[L.LD_RX_T]
-    if not age <= cfg[L.K_DEADMAN]:  # Also NaN: no sample at all.
+    if expired(age, cfg):  # Also NaN: no sample at all.
         return L.MIMIC_LOST, age - cfg[L.K_DEADMAN] if math.isfinite(age) else 0.0
     return 0.0, 0.0
 

@@ -7,8 +7,8 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 
 - **envelope**: every command's limits are clipped into the envelope (``K_ENV_*``); a start that the command's
   own limits cannot bring back inside them without overshooting is first braked with the envelope's limits;
-- **deadman**: a command expires ``K_DEADMAN`` after the *reception* of its setpoint; a setpoint already that old
-  when the loop takes it is not applied;
+- **deadman** (:func:`expired`, the one test): a command expires ``K_DEADMAN`` after the *reception* of its
+  setpoint; a setpoint already that old when the loop takes it is not applied; a follower's leader likewise;
 - **following error**: |p_ref − p| beyond ``K_FE_WINDOW`` for longer than ``K_FE_TIME`` is an error;
 - **the stop** (expiry, readiness loss, errors, close, restart): jerk-limited, at least as hard as ``K_STOP_A``/
   ``K_STOP_J`` (harder if the active command was), within the envelope, planned from the measured state when the
@@ -20,8 +20,7 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 Mimic's own stages (gear-in, following the leader) are in :mod:`._mimic`; here only the reference in the frame
 moving with the leader (:mod:`._mimic_frame`) and the hand-over of a mimic command.
 
-Why one module of ~490 lines: the stages share the loop's array layout and numba compiles them into one tick;
-splitting them would spread one data flow over files that must change together.
+The control laws that follow the stages are in :mod:`._law`.
 """
 
 from __future__ import annotations
@@ -48,6 +47,13 @@ E_FOLLOWING = float(ErrorCode.FOLLOWING_ERROR)
 E_STOP_TIMEOUT = float(ErrorCode.STOP_TIMEOUT)
 E_FB_FIRST = float(ErrorCode.FEEDBACK_NOT_FINITE)
 E_FB_LAST = float(ErrorCode.FEEDBACK_STAMP)
+
+
+@njit(cache=True, nogil=True)
+def expired(age: float, cfg: np.ndarray) -> bool:
+    """The deadman, the one test every stage uses: a command (or the leader's latest sample) older than
+    ``K_DEADMAN`` since its reception has expired; an unknown age (NaN) too."""
+    return not age <= cfg[L.K_DEADMAN]
 
 
 @njit(cache=True, nogil=True)
@@ -253,7 +259,7 @@ def take_command(now: float, A: LoopArrays) -> None:
     engaged = st[L.ST_ENGAGED] != 0.0
     if mode == L.MODE_POSITION or mode == L.MODE_VELOCITY or mode == L.MODE_MIMIC:
         rx_t = c[L.C_RX_T] if math.isfinite(c[L.C_RX_T]) else now
-        if now - rx_t > cfg[L.K_DEADMAN]:
+        if expired(now - rx_t, cfg):
             return  # Already expired on arrival (e.g. queued behind a flood): never applied.
         if m[L.M_FRESH] != 1.0 or st[L.ST_ERROR] == E_STOP_TIMEOUT:
             return  # No drive to command, or a stop still braking: motion is refused until the cause clears.
@@ -321,7 +327,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
     if mode != L.MODE_POSITION and mode != L.MODE_VELOCITY and mode != L.MODE_MIMIC:
         return
     age = now - act[L.C_RX_T]
-    if mode != L.MODE_MIMIC and age > cfg[L.K_DEADMAN]:  # Mimic: the leader's samples feed the deadman.
+    if mode != L.MODE_MIMIC and expired(age, cfg):  # Mimic: the leader's samples feed the deadman (_mimic.verdict).
         st[L.ST_EXPIRED] = 1.0
         st[L.ST_EXPIRED_AFTER] = age
         st[L.ST_EXPIRED_AT] = now
@@ -403,63 +409,6 @@ def reference(now: float, A: LoopArrays) -> bool:
         ref[3] = 0.0
         ref_next[1] = 0.0
     return braking
-
-
-@njit(cache=True, nogil=True)
-def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
-    """(v_cmd, f_cmd): velocity ``v = v_ref + k·e`` or computed torque ``τ = J·a_ref + K_p·e + K_d·ė``.
-
-    Braking (a stop's hold near its end, at rest, or past its bound): velocity 0 exactly, or in torque mode the
-    deadbeat force −J·v/T that stops the joint within one period. Without fresh feedback (drive lost):
-    feed-forward only. Disengaged: NaN (nothing commanded).
-    """
-    st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
-    if st[L.ST_ENGAGED] == 0.0:
-        return np.nan, np.nan
-    if link.compensated(A):
-        return _bus_law(A, braking)
-    flim = st[L.ST_FLIM]
-    fresh = m[L.M_FRESH] == 1.0
-    e = ref[0] - m[L.M_P] if fresh else 0.0
-    if cfg[L.K_LAW] == L.LAW_VELOCITY:
-        if braking:
-            return 0.0, flim
-        return ref[5] + cfg[L.K_VELOCITY_GAIN] * e, flim  # A finite force beside a velocity is its limit.
-    if braking and fresh:
-        f = -cfg[L.K_INERTIA] * m[L.M_V] / cfg[L.K_PERIOD]  # Deadbeat: the force that stops J within one period.
-        return np.nan, min(max(f, -flim), flim)
-    de = ref[1] - m[L.M_V] if fresh else 0.0
-    f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * de
-    return np.nan, min(max(f, -flim), flim)
-
-
-@njit(cache=True, nogil=True)
-def _bus_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
-    """The law for a drive on the bus, through the link model (:mod:`._link`): the command takes effect at
-    ``t_e`` and is held for the drive period ``T_d``.
-
-    Velocity: ``v = (p_ref(t_e + T_d) − p_ref(t_e)) / T_d + k·(p_ref(t_e) − p̂(t_e))`` — the feed-forward is the
-    mean reference velocity over the hold (so a held command ends the period on the reference), the feedback acts
-    on the predicted position. Torque: ``τ = J·(v_ref(t_e + T_d) − v_ref(t_e)) / T_d + K_p·(p_ref − p̂) +
-    K_d·(v_ref − v̂)`` at ``t_e``. Braking: velocity 0, or the force that stops the predicted velocity within one
-    drive period. Without fresh feedback: feed-forward only.
-    """
-    st, cfg, m, ref = A.st, A.cfg, A.meas, A.ref
-    flim = st[L.ST_FLIM]
-    fresh = m[L.M_FRESH] == 1.0
-    t_d = cfg[L.K_DRIVE_PERIOD]
-    t_e = A.link[L.LK_EFFECT_T]
-    p_hat, v_hat = link.predict(A, t_e) if fresh else (ref[8], ref[9])
-    A.link[L.LK_PRED_P] = p_hat
-    if cfg[L.K_LAW] == L.LAW_VELOCITY:
-        if braking:
-            return 0.0, flim
-        return (ref[12] - ref[8]) / t_d + cfg[L.K_VELOCITY_GAIN] * (ref[8] - p_hat), flim
-    if braking and fresh:
-        f = -cfg[L.K_INERTIA] * v_hat / t_d
-        return np.nan, min(max(f, -flim), flim)
-    f = cfg[L.K_INERTIA] * (ref[13] - ref[9]) / t_d + cfg[L.K_KP] * (ref[8] - p_hat) + cfg[L.K_KD] * (ref[9] - v_hat)
-    return np.nan, min(max(f, -flim), flim)
 
 
 @njit(cache=True, nogil=True)

@@ -3,10 +3,18 @@ straight-line deviation), and the recorder of an axis's ``dynamics`` they are me
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from ._sync import SyncPlan
+import numpy as np
+
+from servo_node.otg import Trajectory
+
+from ._measure import plan_lag, plan_positions, progress_deviation
+from ._sync import AxisMotion, SyncPlan
 
 PLAN_MATCH_TOL = 1e-4
 """A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
@@ -57,6 +65,21 @@ class AxisReport:
     p_meas(t) ≈ p_plan(t − t0 − lag), fitted by least squares over the move."""
     held: bool = False
     """Held where it is (its distance too small to synchronise, see ``_sync.HOLD_FRACTION``): not a moving axis."""
+
+    @staticmethod
+    def of(label: str, motion: dict[str, Any], mot: AxisMotion, predicted: float, rec: Recorder | None,
+           traj: Trajectory, held: bool) -> AxisReport:
+        """The report of one axis from its node's ``sys.motion`` after the move, the motion planned for it, and its
+        recorded ``dynamics`` (None: not recorded; the lag is then unknown)."""
+        pl = motion.get("plan", {})
+        t0 = float(pl.get("t0", math.nan))
+        moving = mot.target != mot.p0 and not held
+        final = rec.p[-1] if rec is not None and rec.p else float(motion["meas"][0])
+        settled = motion.get("settled")
+        lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if rec is not None and moving else math.nan
+        return AxisReport(label, mot.p0, mot.target, predicted, float(pl.get("T", math.nan)), t0,
+                          float(settled) if isinstance(settled, float) else math.nan, final,
+                          str(pl.get("kind", "move")), lag, held)
 
     @property
     def stopped(self) -> bool:
@@ -145,3 +168,26 @@ class MoveResult:
         rows.append(f"straight-line deviation: {measured}reference {self.reference_deviation * 100:.4f} % of stroke "
                     f"(the nodes' plans from their reported t0)")
         return "\n".join(rows)
+
+
+def line_measures(recs: Sequence[Recorder] | None, motions: Sequence[AxisMotion], plan: SyncPlan,
+                  trajs: Sequence[Trajectory], axes: Sequence[AxisReport], sent_at: float,
+                  window: float) -> tuple[float, float, float]:
+    """(deviation, reference deviation, dynamics rate) of a move over ``window`` seconds from ``sent_at``: the
+    straight-line deviation of the recorded motion (NaN unless ``recs``), that of the nodes' plans started at their
+    reported t0 (NaN if a moving axis was stopped), and the mean rate of the recorded ``dynamics`` per axis."""
+    t_to = sent_at + window
+    starts = [m.p0 for m in motions]
+    targets = [m.p0 if ap.held else m.target for m, ap in zip(motions, plan.axes, strict=True)]  # Held: no line.
+    deviation = rate = math.nan
+    if recs is not None:
+        series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
+        deviation = progress_deviation(series, starts, targets, sent_at, t_to)
+        counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
+        rate = float(np.mean(counts)) / window
+    grid = np.arange(sent_at, t_to, 1e-3)
+    ref_series = [(grid, plan_positions(traj, rep.node_start if math.isfinite(rep.node_start) else sent_at,
+                                        grid)[0]) for traj, rep in zip(trajs, axes, strict=True)]
+    ref_dev = (progress_deviation(ref_series, starts, targets, sent_at, t_to)
+               if not any(a.moves and a.stopped for a in axes) else math.nan)
+    return deviation, ref_dev, rate

@@ -40,7 +40,6 @@ math (:mod:`._sync`).
 from __future__ import annotations
 
 import asyncio
-import bisect
 import json
 import logging
 import math
@@ -49,14 +48,11 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from cyphal_common.tasks import cancel_and_wait
 from servo_node.setpoint import ProfileLimits
 
 from ._axes import Axis, CoordError
-from ._measure import plan_lag, plan_positions, progress_deviation
-from ._result import PLAN_MATCH_TOL, AxisReport, MoveResult, Recorder
+from ._result import AxisReport, MoveResult, Recorder, line_measures
 from ._segment import AxesInfo, commands, plan_segment
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
@@ -440,37 +436,19 @@ class Coordinator:
                                                                                            strict=True)]
         for i, (ax, m, mot, pred, rec, traj, ap) in enumerate(zip(self.axes, reports, motions, predicted, recs, trajs,
                                                                    plan.axes, strict=True)):
-            moving = mot.target != mot.p0 and not ap.held
-            pl = m.get("plan", {})
-            t0 = float(pl.get("t0", math.nan))
-            T = float(pl.get("T", math.nan))
-            kind = str(pl.get("kind", "move"))
-            if not (t0 >= sent_at - 0.05) and moving:
+            rep = AxisReport.of(ax.label, m, mot, pred, rec if recorded else None, traj, ap.held)
+            axes.append(rep)
+            if not rep.moves:
+                continue
+            if not (rep.node_start >= sent_at - 0.05):
                 why = await self.read_register(i, "sys.last_rejection")
                 _logger.warning("%s did not take its setpoint (its plan started %.3f s before the burst); its last "
-                                "rejection: %s", ax.label, sent_at - t0, why or "none")
+                                "rejection: %s", ax.label, sent_at - rep.node_start, why or "none")
                 rejected.append(f"{ax.label}: {why or 'not taken'}")
-            elif (kind != "move" or not abs(T - pred) <= PLAN_MATCH_TOL * (1.0 + pred)) and moving:
+            elif rep.stopped:
                 _logger.warning("%s did not follow this move's plan (its plan is a %s's of %.6f s, this move's "
-                                "%.6f s): no arrival to report", ax.label, kind, T, pred)
-            final = rec.p[-1] if rec.p else float(m["meas"][0])
-            settled = m.get("settled")
-            lag = plan_lag(traj, t0, np.asarray(rec.t), np.asarray(rec.p)) if recorded and moving else math.nan
-            axes.append(AxisReport(ax.label, mot.p0, mot.target, pred, T, t0,
-                                   float(settled) if isinstance(settled, float) else math.nan, final, kind, lag,
-                                   ap.held))
-        t_to = sent_at + lead_s + max(predicted) + 0.1
-        series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
-        starts = [m.p0 for m in motions]
-        targets = [m.p0 if ap.held else m.target for m, ap in zip(motions, plan.axes, strict=True)]  # Held: no line.
-        deviation = progress_deviation(series, starts, targets, sent_at, t_to) if recorded else math.nan
-        # The reference: each node's plan started at its own reported t0 (a stopped axis has none).
-        grid = np.arange(sent_at, t_to, 1e-3)
-        ref_series = [(grid, plan_positions(traj, rep.node_start if math.isfinite(rep.node_start) else sent_at,
-                                            grid)[0]) for traj, rep in zip(trajs, axes, strict=True)]
-        ref_dev = (progress_deviation(ref_series, starts, targets, sent_at, t_to)
-                   if not any(a.moves and a.stopped for a in axes) else math.nan)
+                                "%.6f s): no arrival to report", ax.label, rep.kind, rep.node_duration, pred)
         window = lead_s + max(predicted) + 0.1
-        counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
-        rate = float(np.mean(counts)) / window if recorded else math.nan
+        deviation, ref_dev, rate = line_measures(recs if recorded else None, motions, plan, trajs, axes, sent_at,
+                                                 window)
         return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected))

@@ -117,7 +117,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         doc = {
             "ref": _g(s.ref_position, digits=state) + _g(s.ref_velocity, s.ref_acceleration, digits=other),
             "meas": _g(s.position, digits=state) + _g(s.velocity, s.acceleration, s.force, digits=other),
-            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration, digits=other)[0],
+            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
                      "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
             "settled": _g(s.settled_after_s, digits=other)[0],
             "track_max": _g(s.tracking_error_max, digits=min(other, 4))[0],
@@ -125,7 +125,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
             "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other),
             "limited": s.limited,
             "engaged": s.engaged,
-            "t": _g(s.time_s, digits=other)[0],
+            "t": _g(s.time_s)[0],
         }
         if link is not None:
             ms = (link.age_p50, link.age_max, link.delay_p50, link.delay_max)

@@ -125,4 +125,5 @@ def test_motion_keeps_the_measured_position_to_seven_digits_when_everything_is_l
     doc = _parse(raw)
     print(f"{len(raw)} B: {doc}")
     assert doc["meas"][0] == -1.047852 and doc["ref"][0] == -1.047852  # type: ignore[index]
+    assert doc["plan"]["T"] == 0.2520475  # type: ignore[index]  # servo-coord matches plans by T to 7 digits.
     assert doc["engaged"] is True and "link" in doc

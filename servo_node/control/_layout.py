@@ -13,6 +13,54 @@ from typing import NamedTuple
 import numpy as np
 
 from ..drive._base import DriveArrays
+from ..drive._measurement import (
+    M_A as M_A,
+)
+from ..drive._measurement import (
+    M_AGE as M_AGE,
+)
+from ..drive._measurement import (
+    M_COUNT as M_COUNT,
+)
+from ..drive._measurement import (
+    M_F as M_F,
+)
+from ..drive._measurement import (
+    M_FRESH as M_FRESH,
+)
+from ..drive._measurement import (
+    M_P as M_P,
+)
+from ..drive._measurement import (
+    M_RX_T as M_RX_T,
+)
+from ..drive._measurement import (
+    M_SENT_COUNT as M_SENT_COUNT,
+)
+from ..drive._measurement import (
+    M_SENT_F as M_SENT_F,
+)
+from ..drive._measurement import (
+    M_SENT_NEXT as M_SENT_NEXT,
+)
+from ..drive._measurement import (
+    M_SENT_T as M_SENT_T,
+)
+from ..drive._measurement import (
+    M_SENT_V as M_SENT_V,
+)
+from ..drive._measurement import (
+    M_STAMP as M_STAMP,
+)
+from ..drive._measurement import (
+    M_T as M_T,
+)
+from ..drive._measurement import (
+    M_V as M_V,
+)
+from ..drive._measurement import (
+    N_MEAS as N_MEAS,
+)
 
 # ---- cmd: node -> loop (seqlocked; the node is the only writer)
 C_SEQ = 0
@@ -124,24 +172,7 @@ FRESH_DISTRUSTED = 2.0
 # ---- act: the command in force (a copy of cmd's fields when it was applied, limits clipped to the envelope)
 N_ACT = N_CMD
 
-# ---- meas: the drive's measured state this tick
-M_P = 0
-M_V = 1
-M_A = 2
-M_F = 3
-M_FRESH = 4  # 1 while the drive's feedback is within the feedback timeout (0 silent too long, −1 not heard yet)
-M_AGE = 5  # time since the measurement was received [second] (0 for the embedded joint)
-# A drive on the bus also reports (NaN for the embedded joint):
-M_COUNT = 6  # measurements received
-M_RX_T = 7  # reception time of the latest [second, loop clock]
-M_STAMP = 8  # the drive's timestamp of it [second, the drive's clock]; NaN: none
-M_SENT_COUNT = 9  # commands the network side sent
-M_SENT_T = 10  # when it sent the latest [second, loop clock]
-M_SENT_V = 11  # that command's velocity
-M_SENT_F = 12  # that command's force/torque
-M_SENT_NEXT = 13  # when it plans to send the next one [second, loop clock]
-M_T = 14  # when the drive was in the measured state [second, loop clock] (set by control._link; now if local)
-N_MEAS = 15
+# ---- meas: the drive's measured state this tick (its layout is the drives' contract: drive._measurement)
 
 # ---- out: loop -> node (seqlocked; the loop is the only writer)
 O_SEQ = 0

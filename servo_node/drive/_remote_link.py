@@ -17,6 +17,22 @@ from numba import njit
 
 from .._seqlock import begin_write, end_write, read_seqlocked
 from ._base import DriveArrays
+from ._measurement import (
+    M_A,
+    M_AGE,
+    M_COUNT,
+    M_F,
+    M_FRESH,
+    M_P,
+    M_RX_T,
+    M_SENT_COUNT,
+    M_SENT_F,
+    M_SENT_NEXT,
+    M_SENT_T,
+    M_SENT_V,
+    M_STAMP,
+    M_V,
+)
 
 RX_SEQ = 0
 RX_P = 1
@@ -63,27 +79,27 @@ def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float, meas: np.ndarray) -> None:
     """The latest measurement and send record; fresh while its reception is within ``feedback_timeout`` of ``now``.
 
-    ``meas`` indices are those of :mod:`servo_node.control._layout` (``M_*``); this module cannot import it.
+    ``meas`` is laid out as :mod:`._measurement` names it.
     """
     rx = d.scratch
     read_seqlocked(d.rx, rx)
-    meas[0] = rx[RX_P]
-    meas[1] = rx[RX_V]
-    meas[2] = rx[RX_A]
-    meas[3] = rx[RX_F]
+    meas[M_P] = rx[RX_P]
+    meas[M_V] = rx[RX_V]
+    meas[M_A] = rx[RX_A]
+    meas[M_F] = rx[RX_F]
     last = rx[RX_T] if rx[RX_COUNT] > 0.0 else started
-    meas[4] = 1.0 if (now - last <= feedback_timeout and rx[RX_COUNT] > 0.0) else 0.0
+    meas[M_FRESH] = 1.0 if (now - last <= feedback_timeout and rx[RX_COUNT] > 0.0) else 0.0
     if rx[RX_COUNT] == 0.0 and now - started <= feedback_timeout:
-        meas[4] = -1.0  # Not heard yet, still within the grace period after start.
-    meas[5] = now - last
-    meas[6] = rx[RX_COUNT]
-    meas[7] = rx[RX_T]
-    meas[8] = rx[RX_STAMP]
-    meas[9] = rx[RX_SENT_COUNT]
-    meas[10] = rx[RX_SENT_T]
-    meas[11] = rx[RX_SENT_V]
-    meas[12] = rx[RX_SENT_F]
-    meas[13] = rx[RX_SENT_NEXT]
+        meas[M_FRESH] = -1.0  # Not heard yet, still within the grace period after start.
+    meas[M_AGE] = now - last
+    meas[M_COUNT] = rx[RX_COUNT]
+    meas[M_RX_T] = rx[RX_T]
+    meas[M_STAMP] = rx[RX_STAMP]
+    meas[M_SENT_COUNT] = rx[RX_SENT_COUNT]
+    meas[M_SENT_T] = rx[RX_SENT_T]
+    meas[M_SENT_V] = rx[RX_SENT_V]
+    meas[M_SENT_F] = rx[RX_SENT_F]
+    meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
 
 
 @njit(cache=True, nogil=True)

@@ -25,6 +25,7 @@ from sim_plant._kernels import (
 )
 
 from .._base import DriveArrays
+from .._measurement import M_A, M_AGE, M_F, M_FRESH, M_P, M_V
 
 
 @njit(cache=True, nogil=True)
@@ -33,16 +34,16 @@ def measure(d: DriveArrays, dt: float, meas: np.ndarray) -> None:
     if dt > 0.0:
         step_joints(d.params, d.state, dt)
     s = d.state
-    meas[0] = s[0, S_POSITION]
-    meas[1] = s[0, S_VELOCITY]
-    meas[2] = s[0, S_ACCELERATION]
+    meas[M_P] = s[0, S_POSITION]
+    meas[M_V] = s[0, S_VELOCITY]
+    meas[M_A] = s[0, S_ACCELERATION]
     if s[0, S_CONTROL_MODE] == MODE_FORCE:
         fm = s[0, S_MOTOR_FORCE]
-        meas[3] = min(max(s[0, S_FORCE_COMMAND], -fm), fm)
+        meas[M_F] = min(max(s[0, S_FORCE_COMMAND], -fm), fm)
     else:
-        meas[3] = s[0, S_MOTOR_FORCE_FEEDBACK]
-    meas[4] = 1.0
-    meas[5] = 0.0
+        meas[M_F] = s[0, S_MOTOR_FORCE_FEEDBACK]
+    meas[M_FRESH] = 1.0
+    meas[M_AGE] = 0.0
 
 
 @njit(cache=True, nogil=True)

@@ -214,7 +214,8 @@ def test_a_drive_refusing_remapping_is_driven_through_its_own_mapping(mode: str,
 
 def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path) -> None:
     """The emulator (in this process) with read-only PDO mappings whose TPDO3 carries nothing (no torque actual
-    0x6077 anywhere): error 11 naming the refused remapping and the missing object; nothing is enabled."""
+    0x6077 anywhere): error 11 naming the refused remapping and the missing object, and it stays the error (the
+    loop's drive-lost of the never-heard drive does not replace it); nothing is enabled."""
     from sim_plant import JointParams
     from sim_plant_node.cia402 import Emulator
 
@@ -236,6 +237,9 @@ def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path
                              what="the bring-up error")
                 print(s["reason"])
                 assert "lacks 0x6077" in s["reason"] and "refused" in s["reason"], s
+                time.sleep(1.5)  # Past the feedback timeout (0.5 s) of a drive that never sent anything.
+                s = reader.json("sys.status")["servo"]
+                assert s["error"] == 11 and "lacks 0x6077" in s["reason"], s
                 assert reader.json("sys.drive")["state"] != "OPERATION ENABLED"
             finally:
                 reader.close()

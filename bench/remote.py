@@ -14,7 +14,7 @@ the relay's own hop). All processes, the relay included, run under SCHED_FIFO wh
 its drive are deployed); ``--no-rt`` leaves them at normal priority.
 
 ``canopen``: the same move with the ``cia402`` backend and the emulated CiA 402 drive (``sim-plant --canopen``), in
-each of its modes (CSV, CST with K_p, K_d = 400, 40, CSP). The servo and the drive sit on two ``udpmc:`` CAN buses
+each of its modes (CSV, CST with K_p, K_d = 1600, 80, CSP). The servo and the drive sit on two ``udpmc:`` CAN buses
 and this process bridges them (:class:`CanRelay`): every frame — SYNC, RPDOs, TPDOs, SDO, NMT, heartbeats — goes
 over after the added one-way delay, in order, as through a slow gateway. The servo's Cyphal side (setpoints,
 ``sys.motion``) is UDP 127.0.0.1 without delay.
@@ -144,7 +144,7 @@ def _cia402_processes(transport_env: dict[str, str], mode: str, servo_can: str, 
         "SERVO__DRIVE__MODE": mode,
         "SERVO__DRIVE__CAN__IFACE": servo_can,
         "SERVO__DRIVE__CANOPEN__NODE_ID": str(DRIVE_ID),
-        **({"SERVO__CONTROL__TORQUE_GAINS": "400 40"} if mode == "torque" else {}),
+        **({"SERVO__CONTROL__TORQUE_GAINS": "1600 80"} if mode == "torque" else {}),  # ω = 40 rad/s, as CSV's k
     }
     bin_dir = Path(sys.executable).parent
     with _started([
@@ -411,7 +411,7 @@ def main() -> None:
                 print(f"{transport:6s} {latency * 1e3:6.0f} ms | {_cells(before)} | {_cells(after)} | {_link(after)}")
     if "canopen" in args.transports:
         print("\nCiA 402 drive (cia402 backend, sim-plant --canopen, 200 Hz SYNC) behind a delaying CAN bridge; CST "
-              "with K_p, K_d = 400, 40.\n")
+              "with K_p, K_d = 1600, 80.\n")
         print(f"{'mode added':16s} | {'track_max':>9s} {'settled':>7s} {'overshoot':>9s} | "
               f"{'age p50/max':>12s} {'delay p50/max':>12s}")
         print("-" * 72)

@@ -6,6 +6,10 @@ the interface default to the environment the node itself runs with (``UAVCAN__NO
 ``auto`` or unset: this host's own address), so ``HEALTHCHECK CMD python -m cyphal_common.heartbeat_probe`` needs
 no arguments.
 
+``--canopen N --can IFACE``: a CANopen node's heartbeat (COB-ID 0x700 + N, NMT state PRE-OPERATIONAL, OPERATIONAL or
+STOPPED) on a CAN bus (``uavcan.can.iface`` syntax, e.g. ``udpmc:239.24.0.4:40404``): the healthcheck of an emulated
+CiA 402 drive (``sim-plant --canopen``), which is no Cyphal node. Only this path imports python-can.
+
 Standard library only, no DSDL and no pycyphal: a healthcheck runs every few seconds in every container, and
 importing pycyphal would cost a second of CPU each time. It reads the frame as the Cyphal/UDP specification lays it
 out (24-byte header with CRC-16/CCITT-FALSE, single-frame payload with CRC-32C) and drops anything that does not
@@ -129,6 +133,29 @@ def wait_heartbeat(node_id: int, iface: str, timeout: float) -> tuple[Heartbeat 
     return None, last
 
 
+CANOPEN_HEARTBEAT_COB_BASE = 0x700
+CANOPEN_ALIVE = {0x04: "STOPPED", 0x05: "OPERATIONAL", 0x7F: "PRE-OPERATIONAL"}
+"""NMT states a heartbeat names once the node has booted (0x00 is the boot-up message)."""
+
+
+def wait_canopen_heartbeat(node_id: int, iface: str, timeout: float) -> str | None:
+    """The NMT state of the first heartbeat of CANopen node ``node_id`` on ``iface`` within ``timeout``, or None."""
+    from cyphal_common.transport import open_can_bus
+
+    bus = open_can_bus(iface)
+    try:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            msg = bus.recv(left)
+            if msg is not None and msg.arbitration_id == CANOPEN_HEARTBEAT_COB_BASE + node_id and len(msg.data) >= 1:
+                state = CANOPEN_ALIVE.get(msg.data[0] & 0x7F)
+                if state is not None:
+                    return state
+    finally:
+        bus.shutdown()
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: exit 0 if the node is alive and well, 1 if not, 2 on bad arguments."""
     ap = argparse.ArgumentParser(prog="python -m cyphal_common.heartbeat_probe", description=__doc__,
@@ -136,7 +163,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--node-id", type=int, default=None, help="default: UAVCAN__NODE__ID")
     ap.add_argument("--iface", default=None, help="local address to listen on; default: UAVCAN__UDP__IFACE")
     ap.add_argument("--timeout", type=float, default=3.0, help="seconds to wait (heartbeats come at 1 Hz)")
+    ap.add_argument("--canopen", type=int, default=None, metavar="N", help="a CANopen node-ID instead (with --can)")
+    ap.add_argument("--can", default=None, metavar="IFACE", help="the CANopen bus, uavcan.can.iface syntax")
     args = ap.parse_args(argv)
+    if args.canopen is not None:
+        if not 1 <= args.canopen <= 127 or not args.can:
+            ap.error("--canopen takes a node-ID 1..127 and needs --can IFACE")
+        state = wait_canopen_heartbeat(args.canopen, args.can, args.timeout)
+        print(f"CANopen node {args.canopen}: " + (state or f"no heartbeat on {args.can} within {args.timeout} s"))
+        return 0 if state is not None else 1
     node_id = args.node_id if args.node_id is not None else int(os.environ.get("UAVCAN__NODE__ID", "-1"))
     if not 0 <= node_id <= 0xFFFE:
         ap.error("give --node-id or set UAVCAN__NODE__ID")

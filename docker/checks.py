@@ -6,7 +6,9 @@ subscriptions), so polling starts no process per read. The checks that need the 
 container, ``docker stop`` a servo) print ``READY`` once the axis moves and then watch what follows.
 
 Axis i of docker-compose.yml: servo node-ID 10+i, drive 20+i; subjects setpoint_servo 100+i, dynamics 130+i,
-drive dynamics 220+i, drive feedback 230+i.
+drive dynamics 220+i, drive feedback 230+i. Axis 4 (profile ``cia402``): servo node-ID 14 with the ``cia402``
+backend, its drive the emulated CiA 402 drive at CANopen node-ID 4 (no Cyphal node: it is seen through the servo's
+``sys.drive`` and ``dynamics``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ class Axis:
 
 
 AXES = [Axis(i) for i in (1, 2, 3)]
+CIA402_AXIS = Axis(4)
+CIA402_DRIVE_ID = 4
 
 
 class CheckFailedError(Exception):
@@ -298,6 +302,63 @@ async def check_safe_stop(bus: Bus, ax: Axis) -> str:
             f"then STANDBY; drive health NOMINAL throughout")
 
 
+async def check_cia402_move(bus: Bus, target: float) -> str:
+    """The CiA 402 axis, commanded with yakut, reaches ``target`` and settles: its servo's ``sys.motion`` there, its
+    ``dynamics`` (the drive's position actual 0x6064 as the servo reads it by TPDO) there, the drive OPERATION
+    ENABLED in CSV at CANopen node-ID 4 while commanded, no error; when the setpoints stop (deadman), the drive is
+    brought to rest and then Disable Operation (SWITCHED ON)."""
+    import zubax.physics.dynamics as dynamics
+
+    ax = CIA402_AXIS
+    drive = await bus.json(ax.servo, "sys.drive")
+    if drive.get("node") != CIA402_DRIVE_ID or drive.get("state") != "SWITCHED ON":
+        raise CheckFailedError(f"servo {ax.servo}'s drive not brought up: {drive}")
+    samples: list[float] = []
+    sub = bus.pres.make_subscriber(dynamics.DoF3rdTs_1_0, ax.dynamics)
+
+    async def on_dyn(msg: Any, _meta: Any) -> None:
+        samples.append(float(msg.value.kinematics.base.position))
+
+    sub.receive_in_background(on_dyn)
+    pub = await publish({ax: target}, seconds=15.0)
+    try:
+        deadline = time.monotonic() + 15.0
+        motion: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            motion = await bus.json(ax.servo, "sys.motion")
+            if abs(motion["meas"][0] - target) < ARRIVAL_TOLERANCE and isinstance(motion.get("settled"), float):
+                break
+            await asyncio.sleep(0.2)
+        else:
+            raise CheckFailedError(f"servo {ax.servo} not at {target}: {motion.get('meas')}")
+        drive = await bus.json(ax.servo, "sys.drive")
+        if drive.get("state") != "OPERATION ENABLED" or drive.get("mode") != "CSV":
+            raise CheckFailedError(f"the drive while commanded: {drive}")
+        await asyncio.sleep(0.5)
+        if not samples or abs(samples[-1] - target) > ARRIVAL_TOLERANCE:
+            raise CheckFailedError(f"servo {ax.servo}'s dynamics: {samples[-3:]} (target {target})")
+        error = (await bus.status(ax))["error"]
+        if error:
+            raise CheckFailedError(f"servo {ax.servo} reports error {error}: {await bus.status(ax)}")
+    finally:
+        await end(pub)
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline:  # The deadman stop: the drive disabled at rest.
+        drive = await bus.json(ax.servo, "sys.drive")
+        if drive.get("state") == "SWITCHED ON":
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise CheckFailedError(f"the drive not disabled after the setpoints stopped: {drive}")
+    rest = (await bus.json(ax.servo, "sys.motion"))["meas"]
+    sub.close()
+    if abs(rest[1]) > 1e-3 or abs(rest[0] - target) > ARRIVAL_TOLERANCE:
+        raise CheckFailedError(f"not at rest at the target after the stop: {rest}")
+    return (f"servo {ax.servo} at {motion['meas'][0]:+.4f} (target {target:+.3f}), settled after "
+            f"{motion['settled']} s, track_max {motion['track_max']:.1e}, dynamics {samples[-1]:+.4f}; "
+            f"drive CANopen node {drive['node']} CSV, SWITCHED ON at rest after the deadman stop")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="checks.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -307,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     co = sub.add_parser("coordinated", help="servo-coord moves all axes to arrive together")
     co.add_argument("targets", help="p1,p2,p3")
     co.add_argument("--sync", default="phase", choices=["phase", "time"])
+    c4 = sub.add_parser("cia402-move", help="the CiA 402 axis (profile cia402) to a target and back to rest")
+    c4.add_argument("target", type=float)
     for name in ("drive-lost", "safe-stop"):
         sub.add_parser(name).add_argument("axis", type=int, choices=[a.index for a in AXES])
     args = ap.parse_args(argv)
@@ -319,6 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return await check_move(bus, [float(x) for x in args.targets.split(",")])
             if args.check == "coordinated":
                 return await check_coordinated(bus, [float(x) for x in args.targets.split(",")], args.sync)
+            if args.check == "cia402-move":
+                return await check_cia402_move(bus, args.target)
             if args.check == "drive-lost":
                 return await check_drive_lost(bus, AXES[args.axis - 1])
             return await check_safe_stop(bus, AXES[args.axis - 1])

@@ -21,7 +21,7 @@ logs="build/compose-test"
 servo_image="cyphal-servo:latest"
 tester_image="cyphal-servo-tester:latest"
 wheelhouse="docker/wheelhouse"
-engine_pid="" engine_roots=() compose=() compose_files=(-f docker-compose.yml)
+engine_pid="" engine_roots=() compose=() compose_files=(-f docker-compose.yml --profile cia402)  # + the CiA 402 axis
 passed=0 failed=0 t_total=$SECONDS
 stage_names=() stage_secs=()
 mkdir -p "$logs"
@@ -206,8 +206,13 @@ if [ -n "${SERVO_SUBNET:-}" ]; then export SERVO_SUBNET; compose_files+=(-f dock
 export SERVO_IMAGE=$servo_image SERVO_TESTER_IMAGE=$tester_image
 dc up -d --no-build >"$logs/up.log" 2>&1; up_rc=$?
 unhealthy=""
-for svc in drive1 drive2 drive3 servo1 servo2 servo3; do
-    h=$(docker inspect -f '{{.State.Health.Status}}' "$(container $svc)" 2>/dev/null)
+for svc in drive1 drive2 drive3 servo1 servo2 servo3 servo4 drive4; do
+    # The coordinator waited for axes 1-3; nothing waits for axis 4 (drive4 is healthy once servo4 brought it up).
+    for _ in $(seq 120); do
+        h=$(docker inspect -f '{{.State.Health.Status}}' "$(container $svc)" 2>/dev/null)
+        [ "$h" = starting ] || break
+        sleep 1
+    done
     [ "$h" = healthy ] || unhealthy+=" $svc:${h:-missing}"
 done
 [ $up_rc -eq 0 ] && [ -z "$unhealthy" ]
@@ -246,6 +251,7 @@ acting_check() {  # acting_check NAME ACTION ARGS...: the check prints READY mid
 }
 check "every axis to its own target (yakut)" move 1.5,-1,2.5
 check "coordinated move arrives together (servo-coord)" coordinated 4.5,-3,1.5
+check "CiA 402 axis over CANopen to its target and back to rest (yakut)" cia402-move 3
 acting_check "drive container killed: its servo reports drive lost and stops" \
     'docker kill "$(container drive2)" >/dev/null' drive-lost 2
 stop_gracefully() {  # docker stop -t 20, except that a node still running then gets SIGABRT, not SIGKILL: its
@@ -266,10 +272,13 @@ verdict "docker stop of a servo: exit 0 after its safe stop (node side)" $? \
     "exit code $code after ${stop_secs:-?} s; $(grep -o 'Safe stop done.*' "$logs/servo1.log" | head -1)"
 stops=()  # every node at once, as `compose stop` does (coord has exited), with stacks of any that hangs
 for svc in servo2 servo3 drive1 drive3; do stop_gracefully "$(container $svc)" & stops+=($!); done
+# servo4 lives in drive4's network namespace (their CAN bus): the servo first, as a controller is switched off
+# before the drive it commands
+{ stop_gracefully "$(container servo4)"; stop_gracefully "$(container drive4)"; } & stops+=($!)
 wait "${stops[@]}"
 dc --profile test stop -t 20 >>"$logs/down.log" 2>&1
 codes="" bad=""
-for svc in drive1 drive3 servo2 servo3; do
+for svc in drive1 drive3 servo2 servo3 servo4 drive4; do
     c=$(docker inspect -f '{{.State.ExitCode}}' "$(container $svc)" 2>/dev/null); codes+=" $svc:$c"
     [ "$c" = 0 ] || bad+=" $svc:$c"
 done

@@ -604,9 +604,12 @@ class Axis:
             if count != self._rearm_count:  # The user wrote servo.drive.rearm: the same as the re-arm command.
                 self._rearm_count = count
                 drive.rearm()
-        if fault is not None and fault != self._drive_fault:
+        if fault is not None and (fault != self._drive_fault or self.gate.error_code is not fault[0]):
+            # Also when an error of the loop took its place: a drive that never answered (a failed bring-up) is
+            # silent too, and the loop's drive-lost must not hide the drive's own reason.
             self.gate.on_error(fault[1], fault[0])
-            self._diag.report(f"{self.names.label}servo error: {fault[1]}")
+            if fault != self._drive_fault:
+                self._diag.report(f"{self.names.label}servo error: {fault[1]}")
         elif fault is None and self._drive_fault is not None and self.gate.error_code is self._drive_fault[0]:
             self.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
             self._diag.report(f"{self.names.label}drive fault cleared", Severity.INFO)

@@ -8,5 +8,6 @@ Importing the package imports canopen but opens nothing; README "The emulated Ci
 
 from ._app import DEFAULT_COUNTS_PER_UNIT as DEFAULT_COUNTS_PER_UNIT
 from ._app import FAULT_AFTER_ENV as FAULT_AFTER_ENV
+from ._app import FIXED_MAPPING_ENV as FIXED_MAPPING_ENV
 from ._app import Emulator as Emulator
 from ._objects import eds_path as eds_path

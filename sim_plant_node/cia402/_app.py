@@ -40,6 +40,10 @@ FAULT_AFTER_ENV = "SIM_PLANT_CANOPEN_FAULT_AFTER"
 """Environment variable (seconds, > 0): inject an over-current fault (EMCY 0x2310) that long after the drive first
 enters OPERATION ENABLED, once per process. For tests; not a register, so it never persists."""
 
+FIXED_MAPPING_ENV = "SIM_PLANT_CANOPEN_FIXED_PDO_MAPPING"
+"""Environment variable (1): the PDO mapping parameters are read-only (a master's remapping is aborted), as on
+drives with a fixed mapping; the EDS defaults stay. For tests; not a register."""
+
 COUNTS_PER_UNIT = "sim.canopen.counts_per_unit"
 DEFAULT_COUNTS_PER_UNIT = 10000.0
 """Position increments per unit (velocity: increments/s per unit/s); the servo's
@@ -104,6 +108,7 @@ class Emulator:
         quick_stop_deceleration: float = 50.0,
         step_rate: float = 1000.0,
         fault_after: float = 0.0,
+        fixed_mapping: bool = False,
     ) -> None:
         """Describe the emulator; nothing is opened before :meth:`start`."""
         if not 1 <= node_id <= 127:
@@ -115,6 +120,7 @@ class Emulator:
         self._qsd = quick_stop_deceleration
         self._step_rate = step_rate
         self._fault_after = fault_after
+        self._fixed_mapping = fixed_mapping
         self.plant: Plant | None = None
         self.drive: Cia402Drive | None = None
         self.node: DriveNode | None = None
@@ -146,7 +152,7 @@ class Emulator:
 
             defaults = drive_defaults(od, self.params, self._cpu, self._qsd)
             self.drive = Cia402Drive(self.plant, defaults, self._cpu, emcy, self._fault_after)
-            self.node = DriveNode(self.node_id, od, self.drive)
+            self.node = DriveNode(self.node_id, od, self.drive, self._fixed_mapping)
             node_ref.append(self.node)
             self.network = canopen.Network(self._bus)
             self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
@@ -236,6 +242,7 @@ async def run(registry_file: str | None, fresh_registry: bool, node_id: int, ifa
             quick_stop_deceleration=config.quick_stop_deceleration,
             step_rate=config.step_rate,
             fault_after=fault_after,
+            fixed_mapping=os.environ.get(FIXED_MAPPING_ENV, "").strip() == "1",
         )
     except ValueError as ex:
         print(f"sim-plant: {ex}", file=sys.stderr)

@@ -6,6 +6,8 @@ consumer, the heartbeat consumer. This module adds them, using canopen's PDO map
 
 * PDO configuration (0x1400…/0x1600…/0x1800…/0x1A00…) is re-read from the dictionary after every SDO write to it,
   so a master remaps by SDO as on any device; mapping entries are checked (object exists, is mappable, length).
+  With ``fixed_mapping`` the mapping parameters (0x1600…, 0x1A00…) are read-only, as on drives whose PDO mapping is
+  fixed: every write to them is aborted (0x06010002); the communication parameters stay writable.
 * RPDOs of transmission type 0…240 are latched and written into the dictionary at the next SYNC, 254/255 at once;
   TPDOs of type 1…240 are sent every n-th SYNC (0: at a SYNC when their data changed), 254/255 on change and on
   their event timer. PDOs only in NMT OPERATIONAL.
@@ -35,6 +37,7 @@ _logger = logging.getLogger(__name__)
 ABORT_VALUE_RANGE = 0x06090030
 ABORT_NOT_MAPPABLE = 0x06040041
 ABORT_PDO_LENGTH = 0x06040042
+ABORT_READ_ONLY = 0x06010002
 NO_SYNC_AFTER_S = 0.05
 """Least SYNC silence after which the drive cycles on its own clock."""
 
@@ -42,10 +45,11 @@ NO_SYNC_AFTER_S = 0.05
 class DriveNode(canopen.LocalNode):  # type: ignore[misc]
     """The CiA 402 device: object dictionary, PDOs, SYNC and heartbeat consumers around a drive."""
 
-    def __init__(self, node_id: int, object_dictionary: Any, drive: Cia402Drive) -> None:
+    def __init__(self, node_id: int, object_dictionary: Any, drive: Cia402Drive, fixed_mapping: bool = False) -> None:
         """Build the node from the dictionary (an EDS path or an ``ObjectDictionary``); not yet on a network."""
         super().__init__(node_id, object_dictionary)
         self.drive = drive
+        self.fixed_mapping = fixed_mapping
         self._lock = threading.RLock()
         self._pending: set[int] = set()  # RPDO numbers received since the last SYNC (synchronous types).
         self._sync_count = 0
@@ -146,6 +150,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
         if pdo is None:
             return
         receive, mapping, _ = pdo
+        if mapping and self.fixed_mapping:
+            raise SdoAbortedError(ABORT_READ_ONLY)
         if mapping:
             self._check_mapping(receive, index, subindex, od.decode_raw(data))
         elif subindex == 2:  # Transmission type: synchronous 0…240 or event-driven 254/255 (no RTR-only types).

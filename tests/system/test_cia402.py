@@ -81,7 +81,10 @@ def rig(tmp: Path, mode: str = "velocity", plant: dict[str, str] | None = None, 
         SERVO__PROFILE__VELOCITY="-10 10",
         SERVO__PROFILE__ACCELERATION="-50 50",
         SERVO__PROFILE__JERK="500",
-        **({"SERVO__CONTROL__TORQUE_GAINS": "400 40"} if mode == "torque" else {}),  # As the UDRAL torque tests.
+        # CST: critically damped at ω = 40 rad/s (K_p = J·ω², K_d = 2·J·ω, J = 1), the bandwidth of the CSV law's
+        # k = 40 1/s; K_d·T_d/J = 0.4 at 200 Hz. With [400, 40] (ω = 20) a residual error of 2e-3 at T took 50-100 ms
+        # to come within the 1e-3 arrival tolerance (settled 0.64-0.68 s against 0.60 s for CSV and CSP).
+        **({"SERVO__CONTROL__TORQUE_GAINS": "1600 80"} if mode == "torque" else {}),
         **(servo or {}),
     )
     plant_cmd = [*SIM_PLANT, "--registry", ":memory:", "--canopen", str(DRIVE_ID), "--can", iface]
@@ -192,6 +195,59 @@ def test_homing_on_command_then_a_killed_servo_leaves_the_drive_to_quick_stop_at
             assert master.velocity() == 0.0 and master.position() == p
         finally:
             master.close()
+
+
+@pytest.mark.parametrize("mode", ["velocity", "position"])
+def test_a_drive_refusing_remapping_is_driven_through_its_own_mapping(mode: str, tmp_path: Path) -> None:
+    """The emulator with read-only PDO mappings (its EDS defaults: RPDO1 controlword + 0x6060, RPDO2 target
+    position + velocity offset, RPDO3 target velocity + target torque, RPDO4 torque offset, off; TPDO1 statusword +
+    mode display, TPDO2 position + velocity, TPDO3 torque + error code + following error): the servo reads that
+    mapping, uses it (``sys.drive`` ``pdo``), and the move tracks and settles as with its own mapping."""
+    with rig(tmp_path, mode, plant={"SIM_PLANT_CANOPEN_FIXED_PDO_MAPPING": "1"}) as r:
+        _up(r)
+        assert r.drive().get("pdo") == "drive" and r.drive()["mode"] == {"velocity": "CSV", "position": "CSP"}[mode]
+        with r.publishing(TARGET):
+            m = wait_for(lambda: _settled(r), timeout=60, what=f"arrival in {mode} through the drive's mapping")
+        print(f"cia402 {mode}, the drive's own mapping: settled after {m['settled']} s, track_max "
+              f"{m['track_max']:.2e}; link {m['link']}")
+        assert m["track_max"] <= 0.01
+        assert m["plan"]["T"] <= m["settled"] <= m["plan"]["T"] + 0.1
+        assert r.servo()["error"] == 0
+
+
+def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path) -> None:
+    """The emulator (in this process) with read-only PDO mappings whose TPDO3 carries nothing (no torque actual
+    0x6077 anywhere): error 11 naming the refused remapping and the missing object, and it stays the error (the
+    loop's drive-lost of the never-heard drive does not replace it); nothing is enabled."""
+    from sim_plant import JointParams
+    from sim_plant_node.cia402 import Emulator
+
+    iface = _iface()
+    emulator = Emulator(JointParams(), DRIVE_ID, iface, fixed_mapping=True).start()
+    try:
+        node = emulator.node
+        assert node is not None
+        node.fixed_mapping = False  # Setting the drive up as shipped: TPDO3 emptied, then the mapping fixed.
+        node.set_data(0x1A02, 0, b"\x00")
+        node.fixed_mapping = True
+        env = base_env(UAVCAN__NODE__ID=str(NODE), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
+                       SERVO__DRIVE__BACKEND="cia402", SERVO__DRIVE__CAN__IFACE=iface,
+                       SERVO__DRIVE__CANOPEN__NODE_ID=str(DRIVE_ID))
+        with servo_node(env, tmp_path / "servo.db", NODE):
+            reader = RegisterClient(env, NODE, CLIENT + 1)
+            try:
+                s = wait_for(lambda: (s := reader.json("sys.status")["servo"])["error"] == 11 and s, timeout=180,
+                             what="the bring-up error")
+                print(s["reason"])
+                assert "lacks 0x6077" in s["reason"] and "refused" in s["reason"], s
+                time.sleep(1.5)  # Past the feedback timeout (0.5 s) of a drive that never sent anything.
+                s = reader.json("sys.status")["servo"]
+                assert s["error"] == 11 and "lacks 0x6077" in s["reason"], s
+                assert reader.json("sys.drive")["state"] != "OPERATION ENABLED"
+            finally:
+                reader.close()
+    finally:
+        emulator.close()
 
 
 def test_absent_drive_or_wrong_node_id_is_a_clear_error(tmp_path: Path) -> None:

@@ -4,12 +4,15 @@ NMT pre-operational; identity (0x1018) and supported modes (0x6502), refusing a 
 (0x6076) unless set; cycle period (0x1006), the drive's heartbeat (0x1017) and its watch of ours (0x1016), quick
 stop on communication loss (0x6007 = 3), the mode (0x6060); then the PDOs mapped here, whatever the vendor's
 defaults: RPDO1 controlword + target (CSP: RPDO2 velocity and torque offsets), TPDO1 statusword + position
-actual, TPDO2 velocity actual + torque actual, all synchronous (type 1), the others disabled. Any refusal is a
+actual, TPDO2 velocity actual + torque actual, all synchronous (type 1), the others disabled. A drive that refuses
+the remapping (fixed PDO mappings) is used with its own mapping where that carries every object the cycle needs
+(:func:`drive_mapping`), else the bring-up fails naming the refusal and the objects missing. Any other refusal is a
 :class:`BringUpError` naming the step, the object and the drive's reason.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +28,43 @@ class BringUpError(RuntimeError):
 
 class NoAnswerError(BringUpError):
     """Nothing answers at the drive's node-ID (absent, not yet booted, wrong node-ID or bit rate)."""
+
+
+class MappingRefusedError(BringUpError):
+    """The drive refused to have a PDO remapped (an SDO abort writing its communication or mapping parameter)."""
+
+
+@dataclass(frozen=True)
+class PdoLayout:
+    """Which PDO carries each object the cycle writes (RPDOs) and reads (TPDOs)."""
+
+    rpdo: Mapping[int, int]
+    """object index → RPDO number (1..4) the cycle writes it in."""
+    tpdo: Mapping[int, int]
+    """object index → TPDO number (1..4) it arrives in."""
+    own: bool = True
+    """True: mapped by this master; False: the drive's own mapping (it refused ours)."""
+
+    @property
+    def rpdos(self) -> tuple[int, ...]:
+        """The RPDOs to send each cycle, the one with the controlword last (it enables what the others set)."""
+        return tuple(sorted(set(self.rpdo.values()), key=lambda n: (n == self.rpdo[od.CONTROLWORD], -n)))
+
+    @property
+    def first_tpdo(self) -> int:
+        return min(self.tpdo.values())
+
+    @property
+    def last_tpdo(self) -> int:
+        """The TPDO that completes a cycle's measurement (a drive sends its synchronous TPDOs in number order)."""
+        return max(self.tpdo.values())
+
+    def view(self) -> str:
+        def side(kind: str, where: Mapping[int, int]) -> str:
+            return " ".join(f"{kind}{n}:" + "+".join(f"0x{i:04X}" for i, k in where.items() if k == n)
+                            for n in sorted(set(where.values())))
+
+        return f"{'' if self.own else 'the drive own mapping: '}{side('RPDO', self.rpdo)}; {side('TPDO', self.tpdo)}"
 
 
 @dataclass(frozen=True)
@@ -138,10 +178,12 @@ def identify(node: Any, s: Settings, iface: str) -> Identity:
     return ident
 
 
-def configure(node: Any, s: Settings) -> None:
-    """Cycle period, heartbeats, communication-loss reaction, mode, and the PDO mapping (pre-operational).
+def configure(node: Any, s: Settings) -> PdoLayout:
+    """Cycle period, heartbeats, communication-loss reaction, mode, and the PDO mapping (pre-operational); returns
+    where the cycle's objects travel.
 
-    :raises BringUpError: the drive refuses one of them (the message names the object).
+    :raises BringUpError: the drive refuses one of them (the message names the object), or refuses the remapping
+        and its own mapping lacks an object the cycle needs.
     """
     _step("communication cycle period 0x1006", _write, node, od.CYCLE_PERIOD, round(s.period_s * 1e6))
     hb_ms = max(1, round(s.heartbeat_s * 1e3))
@@ -155,12 +197,127 @@ def configure(node: Any, s: Settings) -> None:
     if mode == od.MODE_CSP:
         rpdos.append([od.VELOCITY_OFFSET, od.TORQUE_OFFSET])
     tpdos = [[od.STATUSWORD, od.POSITION_ACTUAL], [od.VELOCITY_ACTUAL, od.TORQUE_ACTUAL]]
-    _map(node.rpdo, rpdos, 0x200, s.node_id, "RPDO")
-    _map(node.tpdo, tpdos, 0x180, s.node_id, "TPDO")
+    try:
+        _map(node.rpdo, rpdos, 0x200, s.node_id, "RPDO")
+        _map(node.tpdo, tpdos, 0x180, s.node_id, "TPDO")
+    except MappingRefusedError as ex:
+        return drive_mapping(node, [i for r in rpdos for i in r], [i for t in tpdos for i in t], str(ex))
+    return PdoLayout({i: n for n, r in enumerate(rpdos, 1) for i in r},
+                     {i: n for n, t in enumerate(tpdos, 1) for i in t})
+
+
+def drive_mapping(node: Any, rx_needed: list[int], tx_needed: list[int], refused: str) -> PdoLayout:
+    """The drive's own PDO mapping, read by SDO, where it carries every object in ``rx_needed`` (RPDOs) and
+    ``tx_needed`` (TPDOs): the PDOs carrying them are enabled and made synchronous (type 1) where the drive lets us
+    (a TPDO must be synchronous), the others disabled where it lets us. The other objects mapped in those RPDOs are
+    sent with the values the drive has now (0x6060 with the mode, written by the cycle); nothing else changes.
+
+    :raises BringUpError: ``refused`` and what is missing, or an SDO step of this fails.
+    """
+    layout: dict[str, dict[int, int]] = {}
+    for kind, pdos, needed in (("RPDO", node.rpdo, rx_needed), ("TPDO", node.tpdo, tx_needed)):
+        entries = {n: _read_mapping(node, pdos[n], f"{kind}{n}") for n in range(1, 5)}
+        where: dict[int, int] = {}
+        for n, objs in entries.items():
+            for index, _sub, _bits in objs:
+                if index in needed or (kind == "RPDO" and index == od.MODES_OF_OPERATION):
+                    where.setdefault(index, n)
+        missing = [i for i in needed if i not in where]
+        if missing:
+            have = "; ".join(f"{kind}{n} " + ("+".join(f"0x{i:04X}" for i, _, _ in objs) or "empty")
+                             for n, objs in entries.items())
+            raise BringUpError(f"its own PDO mapping lacks {', '.join(f'0x{i:04X}' for i in missing)} and it "
+                               f"refused ours ({refused}); it has {have}")
+        used = set(where.values())
+        for n in range(1, 5):
+            _use_pdo(node, pdos[n], f"{kind}{n}", n in used, kind == "TPDO")
+            if kind == "RPDO" and n in used:
+                _fill(node, pdos[n], set(where), f"{kind}{n}")
+        layout[kind] = where
+    return PdoLayout(layout["RPDO"], layout["TPDO"], own=False)
+
+
+def _read_mapping(node: Any, m: Any, name: str) -> list[tuple[int, int, int]]:
+    """PDO ``m`` as the drive has it (communication and mapping parameters by SDO), mirrored in canopen's map;
+    returns its entries (index, subindex, bits). Objects the master's dictionary lacks are added to it, typed by
+    their length, so that the entries after them keep their place."""
+    from canopen import objectdictionary as odm
+
+    cob = _step(f"{name} COB-ID", _read, node, m.com_record.od.index, 1)
+    m.cob_id, m.enabled = cob & 0x1FFFFFFF, not cob & PDO_NOT_VALID
+    m.trans_type = _step(f"{name} transmission type", _read, node, m.com_record.od.index, 2)
+    index_map = m.map_array.od.index
+    count = _step(f"{name} mapping count", _read, node, index_map, 0)
+    entries = []
+    for sub in range(1, count + 1):
+        value = _step(f"{name} mapping entry {sub}", _read, node, index_map, sub)
+        entries.append((value >> 16, (value >> 8) & 0xFF, value & 0xFF))
+    m.clear()
+    for index, sub, bits in entries:
+        if index not in node.object_dictionary or (
+            not isinstance(node.object_dictionary[index], odm.ODVariable) and sub not in node.object_dictionary[index]
+        ):
+            dtype = {8: odm.UNSIGNED8, 16: odm.UNSIGNED16, 32: odm.UNSIGNED32, 64: odm.UNSIGNED64}.get(bits)
+            if dtype is None:
+                raise BringUpError(f"{name} maps 0x{index:04X}:{sub} of {bits} bits, which this master cannot place")
+            var = odm.ODVariable(f"0x{index:04X}:{sub}", index, sub)
+            var.data_type, var.access_type = dtype, "rw"
+            if sub == 0:
+                node.object_dictionary.add_object(var)
+            else:
+                rec = node.object_dictionary[index] if index in node.object_dictionary else odm.ODRecord(
+                    f"0x{index:04X}", index)
+                rec.add_member(var)
+                if index not in node.object_dictionary:
+                    node.object_dictionary.add_object(rec)
+        m.add_variable(index, sub, bits)
+    return entries
+
+
+def _use_pdo(node: Any, m: Any, name: str, used: bool, transmit: bool) -> None:
+    """Enable (synchronous where permitted) or disable PDO ``m``; the drive's refusal of a change it can do without
+    is accepted."""
+    import canopen
+
+    com = m.com_record.od.index
+    if not used:
+        if m.enabled:
+            try:
+                _write(node, com, m.cob_id | PDO_NOT_VALID, 1)
+                m.enabled = False
+            except canopen.SdoAbortedError:
+                pass  # It keeps sending (TPDO) or listening (RPDO) to what nobody uses.
+        return
+    if m.trans_type != 1:
+        try:
+            _write(node, com, 1, 2)
+            m.trans_type = 1
+        except canopen.SdoAbortedError as ex:
+            if transmit and not 1 <= m.trans_type <= 240:
+                raise BringUpError(f"{name} is not synchronous (transmission type {m.trans_type}) and the drive "
+                                   f"refused type 1 ({ex})") from ex
+    if not m.enabled:
+        _step(f"{name} enable (COB-ID 0x{m.cob_id:X})", _write, node, com, m.cob_id, 1)
+        m.enabled = True
+    m.subscribe()
+
+
+def _fill(node: Any, m: Any, written: set[int], name: str) -> None:
+    """The objects of RPDO ``m`` the cycle does not write keep the values the drive has now."""
+    for var in m.map:
+        if var.index not in written:
+            data = _step(f"{name}: 0x{var.index:04X}:{var.subindex} (sent unchanged)", node.sdo.upload, var.index,
+                         var.subindex)
+            var.data = bytes(data[: (var.length + 7) // 8]).ljust((var.length + 7) // 8, b"\0")
 
 
 def _map(pdos: Any, wanted: list[list[int]], cob_base: int, node_id: int, kind: str) -> None:
-    """PDO n (1..4) carries ``wanted[n-1]`` (synchronous) or is disabled."""
+    """PDO n (1..4) carries ``wanted[n-1]`` (synchronous) or is disabled.
+
+    :raises MappingRefusedError: the drive refused a PDO's configuration (its mapping is fixed).
+    """
+    import canopen
+
     for n in range(1, 5):
         m = pdos[n]
         m.clear()
@@ -173,7 +330,12 @@ def _map(pdos: Any, wanted: list[list[int]], cob_base: int, node_id: int, kind: 
         for index in wanted[n - 1]:
             m.add_variable(index)
         names = ", ".join(f"0x{i:04X}" for i in wanted[n - 1])
-        _step(f"{kind}{n} mapping ({names})", m.save)
+        try:
+            m.save()
+        except canopen.SdoAbortedError as ex:
+            raise MappingRefusedError(f"{kind}{n} mapping ({names}): the drive refused ({ex})") from ex
+        except canopen.SdoCommunicationError as ex:
+            raise BringUpError(f"{kind}{n} mapping ({names}): no answer ({ex})") from ex
 
 
 def node_of(m: Any) -> Any:

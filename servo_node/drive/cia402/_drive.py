@@ -6,7 +6,8 @@ every cycle (:mod:`._network`) the loop's command becomes RPDO1/2 (CSV: 0x60FF; 
 torque; CSP: 0x607A at the effect time with the velocity and torque offsets 0x60B1/0x60B2 from the reference),
 the controlword follows the loop's engagement (Enable Operation while it commands, Disable Operation once it let
 go: the loop lets go only at rest), and TPDO1/2 (statusword, position, velocity, torque) become the measurement,
-stamped with the SYNC they answer. A fault (statusword, EMCY), an unexpected quick stop, a silent heartbeat or a
+stamped with the SYNC they answer. A drive that keeps its own PDO mapping is commanded and read through it
+(:class:`._bringup.PdoLayout`). A fault (statusword, EMCY), an unexpected quick stop, a silent heartbeat or a
 failed bring-up is :meth:`Cia402Drive.fault`; only :meth:`Cia402Drive.rearm` resets a drive fault.
 """
 
@@ -28,7 +29,7 @@ from .._bus import BusDrive
 from .._table import require
 from . import _dictionary as od
 from . import _network
-from ._bringup import BringUpError, Identity, Settings, configure, identify
+from ._bringup import BringUpError, Identity, PdoLayout, Settings, configure, identify
 from ._registers import specs
 
 if TYPE_CHECKING:
@@ -69,6 +70,10 @@ class Cia402Drive(BusDrive):
         self.statusword = -1
         self._p_counts = 0
         self._p_received = 0.0
+        self._layout: PdoLayout | None = None  # Where the cycle's objects travel (set by the bring-up).
+        self._mode_cmd = od.MODE_OF_LAW[settings.law]  # 0x6060 as an RPDO carries it (a drive's own mapping may).
+        self._v_counts = 0
+        self._f_permille = 0
         self._last_v = math.nan
         self._last_stamp = math.nan
         self._fault: tuple[ErrorCode, str] | None = None
@@ -174,8 +179,8 @@ class Cia402Drive(BusDrive):
         node.sdo.RESPONSE_TIMEOUT = s.timeout_s
         self._bus.network.add_node(node)
         self._node = node
-        node.tpdo[1].add_callback(self._on_tpdo1)
-        node.tpdo[2].add_callback(self._on_tpdo2)
+        for n in range(1, 5):
+            node.tpdo[n].add_callback(lambda m, n=n: self._on_tpdo(n, m))
         node.emcy.add_callback(self._on_emcy)
         node.nmt.add_heartbeat_callback(self._on_heartbeat)
         try:
@@ -210,8 +215,11 @@ class Cia402Drive(BusDrive):
         s = self.s
         t0 = time.monotonic()
         self._ident = identify(node, s, self._bus.iface)
-        configure(node, s)
+        self._layout = configure(node, s)
         _logger.info("CANopen node %d identified and configured in %.3g s", s.node_id, time.monotonic() - t0)
+        if not self._layout.own:
+            self._events.append(f"remapping refused: {self._layout.view()}")
+            _logger.warning("CANopen node %d refused the PDO remapping; using %s", s.node_id, self._layout.view())
         self._ready = True
         self._bus.add_cycler(self._cycle)
         node.nmt.state = "OPERATIONAL"
@@ -245,9 +253,13 @@ class Cia402Drive(BusDrive):
 
     def _cycle(self) -> None:
         """Put this cycle's command on the bus: controlword and targets by RPDO; record what was sent."""
-        node = self._node
-        if not self._ready or node is None:
+        node, lay = self._node, self._layout
+        if not self._ready or node is None or lay is None:
             return
+
+        def put(index: int, value: int) -> None:
+            node.rpdo[lay.rpdo[index]][index].raw = value
+
         tx = self._tx
         read_seqlocked(self.arrays.tx, tx)
         engaged = tx[link.TX_ENABLE] != 0.0
@@ -257,28 +269,28 @@ class Cia402Drive(BusDrive):
         applied = engaged and state == "OPERATION ENABLED"
         s, k = self.s, self.s.counts_per_unit
         rated = self._ident.rated_torque
-        r1 = node.rpdo[1]
-        r1[od.CONTROLWORD].raw = self._cw
+        put(od.CONTROLWORD, self._cw)
+        if od.MODES_OF_OPERATION in lay.rpdo:
+            put(od.MODES_OF_OPERATION, self._mode_cmd)
         v, f = (tx[link.TX_V], tx[link.TX_F]) if applied else (0.0, math.nan)
         if s.law == "velocity":
-            r1[od.TARGET_VELOCITY].raw = _clip(v * k, I32) if applied else 0
+            put(od.TARGET_VELOCITY, _clip(v * k, I32) if applied else 0)
         elif s.law == "torque":
-            r1[od.TARGET_TORQUE].raw = _clip(f / rated * 1000.0, I16) if applied else 0
+            put(od.TARGET_TORQUE, _clip(f / rated * 1000.0, I16) if applied else 0)
             v = math.nan
         else:
             p = tx[link.TX_P] if applied else math.nan
-            r1[od.TARGET_POSITION].raw = _clip(p * k, I32) if applied else self._p_counts
-            r2 = node.rpdo[2]
+            put(od.TARGET_POSITION, _clip(p * k, I32) if applied else self._p_counts)
             # The loop's velocity law as the velocity offset: the mean reference velocity over the cycle the target
             # is held for (the velocity at the cycle's start would lag by a·T²/2 each cycle) plus its correction of
             # the predicted position; the drive's own loop then acts on what is left.
             v = tx[link.TX_V] if applied and s.compensation else tx[link.TX_VREF] if applied else 0.0
-            r2[od.VELOCITY_OFFSET].raw = _clip(v * k, I32)
+            put(od.VELOCITY_OFFSET, _clip(v * k, I32))
             ff = s.inertia * tx[link.TX_AREF] / rated * 1000.0 if applied and rated > 0 else 0.0
-            r2[od.TORQUE_OFFSET].raw = _clip(ff, I16)
-            r2.transmit()
+            put(od.TORQUE_OFFSET, _clip(ff, I16))
             f = math.nan
-        r1.transmit()
+        for n in lay.rpdos:
+            node.rpdo[n].transmit()
         if applied:
             with self._rx_lock:
                 self.record_send(time.monotonic(), v, f, self._bus.next_cycle_at())
@@ -315,24 +327,42 @@ class Cia402Drive(BusDrive):
 
     # ---------------------------------------------------------------- receptions (canopen's receive thread)
 
-    def _on_tpdo1(self, m: Any) -> None:
-        self._p_received = time.monotonic()
-        sw = int(m[od.STATUSWORD].raw)
-        self._p_counts = int(m[od.POSITION_ACTUAL].raw)
-        if sw != self.statusword:
+    def _on_tpdo(self, n: int, m: Any) -> None:
+        """A TPDO of this cycle: the objects the layout reads from it; the last one completes the measurement."""
+        lay = self._layout
+        if lay is None or n not in lay.tpdo.values():
+            return
+        received = time.monotonic()
+        if n == lay.first_tpdo:
+            self._p_received = received
+        sw = -1
+        for index, k in lay.tpdo.items():
+            if k != n:
+                continue
+            value = int(m[index].raw)
+            if index == od.STATUSWORD:
+                sw = value
+            elif index == od.POSITION_ACTUAL:
+                self._p_counts = value
+            elif index == od.VELOCITY_ACTUAL:
+                self._v_counts = value
+            elif index == od.TORQUE_ACTUAL:
+                self._f_permille = value
+        if sw >= 0 and sw != self.statusword:
             self.statusword = sw
             self._check_statusword(sw)
+        if n == lay.last_tpdo:
+            self._measured(received)
 
-    def _on_tpdo2(self, m: Any) -> None:
-        received = time.monotonic()
+    def _measured(self, received: float) -> None:
         k = self.s.counts_per_unit
         # The drive sampled its state when the SYNC reached it, between our sending of it and the reception of its
         # answer: the middle of that round trip (the symmetric split NTP makes), good to its asymmetry.
         sync_at = self._bus.sync_at()
         stamp = 0.5 * (sync_at + self._p_received) if self._p_received >= sync_at else sync_at
-        v = int(m[od.VELOCITY_ACTUAL].raw) / k
+        v = self._v_counts / k
         rated = self._ident.rated_torque
-        f = int(m[od.TORQUE_ACTUAL].raw) / 1000.0 * rated
+        f = self._f_permille / 1000.0 * rated
         dt = stamp - self._last_stamp
         a = (v - self._last_v) / dt if dt > 0.0 and math.isfinite(self._last_v) else 0.0
         self._last_v, self._last_stamp = v, stamp
@@ -402,6 +432,7 @@ class Cia402Drive(BusDrive):
             "mode": od.MODE_NAMES[od.MODE_OF_LAW[self.s.law]], "error_code": f"0x{self._error_code:04X}",
             "emcy": f"0x{self._emcy[0]:04X}" if self._emcy else None, "flags": flags,
             "id": f"0x{self._ident.vendor:08X}/0x{self._ident.product:08X}",
+            **({"pdo": "drive"} if self._layout is not None and not self._layout.own else {}),
         }
 
     def rearm(self) -> bool:
@@ -432,6 +463,7 @@ class Cia402Drive(BusDrive):
             node.sdo[od.HOMING_METHOD].raw = s.homing_method
             node.sdo[od.HOME_OFFSET].raw = _clip(s.home_offset * s.counts_per_unit, I32)
             node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_HOMING
+            self._mode_cmd = od.MODE_HOMING
             self._cw = od.CW_ENABLE
             self._wait_state("OPERATION ENABLED")
             self._cw = od.CW_HOMING_START
@@ -447,6 +479,7 @@ class Cia402Drive(BusDrive):
                 self._cw = od.CW_SWITCH_ON
                 self._wait_state("SWITCHED ON")
                 node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_OF_LAW[s.law]
+                self._mode_cmd = od.MODE_OF_LAW[s.law]
             except Exception as ex:
                 self._set_fault(ErrorCode.DRIVE_FAULT, f"CANopen node {s.node_id}: after homing: {ex}")
             self._walking = False

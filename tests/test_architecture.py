@@ -25,8 +25,9 @@ LAYERS = (
 """From the bottom up: a room of a layer imports no room of a layer above it."""
 NUMERICS = ("sim_plant", "servo_node.otg")
 FORBIDDEN_IN_NUMERICS = ("asyncio", "pycyphal", "canopen", "can", "uavcan", "reg", "zubax")
-MAX_LINES = 460
-"""About 450: past that a module usually holds two ideas."""
+MAX_LINES = 480
+"""About 450 (past that a module usually holds two ideas), with a few percent of slack: a module of one idea may
+run a little longer rather than be cut in the middle of it."""
 MAX_FLOORS = 8
 
 

@@ -31,21 +31,17 @@ from . import _dictionary as od
 from . import _network
 from ._bringup import BringUpError, Identity, PdoLayout, Settings, configure, identify
 from ._registers import specs
+from ._units import I32, clip_counts, cycle_targets, drive_view
 
 if TYPE_CHECKING:
     from cyphal_common.registers import RegisterReader, RegisterSpec
 
 _logger = logging.getLogger(__name__)
 
-I32, I16 = 2**31 - 1, 2**15 - 1
 FAULT_STATES = ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE")
 ANSWER_RETRY_S = 1.0
 """A drive that does not answer, or did not take a transition of the bring-up in time, is tried again this often
 (reported as error 11 meanwhile) [second]."""
-
-
-def _clip(x: float, bound: int) -> int:
-    return int(min(max(round(x), -bound), bound)) if math.isfinite(x) else 0
 
 
 class Cia402Drive(BusDrive):
@@ -267,28 +263,12 @@ class Cia402Drive(BusDrive):
         if not self._walking:
             self._cw = self._controlword(engaged, state)
         applied = engaged and state == "OPERATION ENABLED"
-        s, k = self.s, self.s.counts_per_unit
-        rated = self._ident.rated_torque
         put(od.CONTROLWORD, self._cw)
         if od.MODES_OF_OPERATION in lay.rpdo:
             put(od.MODES_OF_OPERATION, self._mode_cmd)
-        v, f = (tx[link.TX_V], tx[link.TX_F]) if applied else (0.0, math.nan)
-        if s.law == "velocity":
-            put(od.TARGET_VELOCITY, _clip(v * k, I32) if applied else 0)
-        elif s.law == "torque":
-            put(od.TARGET_TORQUE, _clip(f / rated * 1000.0, I16) if applied else 0)
-            v = math.nan
-        else:
-            p = tx[link.TX_P] if applied else math.nan
-            put(od.TARGET_POSITION, _clip(p * k, I32) if applied else self._p_counts)
-            # The loop's velocity law as the velocity offset: the mean reference velocity over the cycle the target
-            # is held for (the velocity at the cycle's start would lag by a·T²/2 each cycle) plus its correction of
-            # the predicted position; the drive's own loop then acts on what is left.
-            v = tx[link.TX_V] if applied and s.compensation else tx[link.TX_VREF] if applied else 0.0
-            put(od.VELOCITY_OFFSET, _clip(v * k, I32))
-            ff = s.inertia * tx[link.TX_AREF] / rated * 1000.0 if applied and rated > 0 else 0.0
-            put(od.TORQUE_OFFSET, _clip(ff, I16))
-            f = math.nan
+        targets, v, f = cycle_targets(self.s, self._ident.rated_torque, tx, applied, self._p_counts)
+        for index, value in targets:
+            put(index, value)
         for n in lay.rpdos:
             node.rpdo[n].transmit()
         if applied:
@@ -420,20 +400,8 @@ class Cia402Drive(BusDrive):
         return out
 
     def view(self) -> dict[str, Any]:
-        """The drive's part of the axis's ``sys.drive`` (compact: a register string holds 256 bytes): node-ID,
-        state, statusword, mode, its error code 0x603F, the last EMCY code, flags (``following_error``,
-        ``warning``, ``internal_limit``) and identity (vendor/product from 0x1018)."""
-        sw = self.statusword
-        flags = [name for bit, name in ((od.SW_FOLLOWING_ERROR, "following_error"), (od.SW_WARNING, "warning"),
-                                        (od.SW_INTERNAL_LIMIT, "internal_limit"))
-                 if sw >= 0 and sw & bit and (bit != od.SW_FOLLOWING_ERROR or self.s.law == "position")]
-        return {
-            "node": self.s.node_id, "state": self.state(), "sw": f"0x{sw:04X}" if sw >= 0 else None,
-            "mode": od.MODE_NAMES[od.MODE_OF_LAW[self.s.law]], "error_code": f"0x{self._error_code:04X}",
-            "emcy": f"0x{self._emcy[0]:04X}" if self._emcy else None, "flags": flags,
-            "id": f"0x{self._ident.vendor:08X}/0x{self._ident.product:08X}",
-            **({"pdo": "drive"} if self._layout is not None and not self._layout.own else {}),
-        }
+        """The drive's part of the axis's ``sys.drive`` (see :func:`._units.drive_view`)."""
+        return drive_view(self.s, self.statusword, self._error_code, self._emcy, self._ident, self._layout)
 
     def rearm(self) -> bool:
         """Fault reset (the rising edge of controlword bit 7), then Shutdown → Switch On; clears our fault when the
@@ -461,7 +429,7 @@ class Cia402Drive(BusDrive):
         self._walking = True
         try:
             node.sdo[od.HOMING_METHOD].raw = s.homing_method
-            node.sdo[od.HOME_OFFSET].raw = _clip(s.home_offset * s.counts_per_unit, I32)
+            node.sdo[od.HOME_OFFSET].raw = clip_counts(s.home_offset * s.counts_per_unit, I32)
             node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_HOMING
             self._mode_cmd = od.MODE_HOMING
             self._cw = od.CW_ENABLE

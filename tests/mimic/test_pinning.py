@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import zubax
 import zubax.physics.dynamics
@@ -13,11 +15,14 @@ import zubax.physics.kinematics
 import zubax.service.actuator
 from pycyphal.application.heartbeat_publisher import Health
 
+from servo_node.axis import Axis
 from servo_node.axis._reports import feedback_message
 from servo_node.node import ServoNode
 from tests.node.test_shell import CLIENT, Client, servo_env
 
 LEADER_DYNAMICS, LEADER_FEEDBACK = 3771, 3772
+Leader = Callable[[float], Awaitable[None]]
+"""Publishes one engaged leader's feedback and dynamics sample at a position."""
 
 
 def _sample(position: float) -> zubax.physics.dynamics.DoF3rdTs_1_0:
@@ -30,8 +35,10 @@ def _sample(position: float) -> zubax.physics.dynamics.DoF3rdTs_1_0:
     )
 
 
-async def _lead(pinned: int, client: Client) -> dict[str, object]:
-    """A follower pinned to ``pinned``; the client (node CLIENT) publishes an engaged leader's streams."""
+@asynccontextmanager
+async def _follower(pinned: int, client: Client) -> AsyncIterator[tuple[Axis, Leader]]:
+    """A follower axis (simulated loop clock) pinned to ``pinned``, and the client's (node CLIENT) publication of
+    an engaged leader's streams at ``position``."""
     env = servo_env(
         UAVCAN__SUB__MIMIC_LEADER__ID=str(LEADER_DYNAMICS),
         UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(LEADER_FEEDBACK),
@@ -39,23 +46,32 @@ async def _lead(pinned: int, client: Client) -> dict[str, object]:
     )
     dyn = client.node.make_publisher(zubax.physics.dynamics.DoF3rdTs_1_0, LEADER_DYNAMICS)
     fb = client.node.make_publisher(zubax.service.actuator.Feedback_1_0, LEADER_FEEDBACK)
+
+    async def lead(position: float) -> None:
+        await fb.publish(feedback_message(True, Health.NOMINAL, 0.0))
+        await dyn.publish(_sample(position))
+
     try:
         async with ServoNode(None, env, loop_clock="simulated") as node:
-            axis = node.axis()
-            for _ in range(200):  # The leader's streams until the follower has either ignored or followed them.
-                await fb.publish(feedback_message(True, Health.NOMINAL, 0.0))
-                await dyn.publish(_sample(2.0))
-                view = axis.mimic()
-                if view["foreign"] >= 10 or view["following"]:
-                    break
-                await asyncio.sleep(0.02)
-            axis.advance(0.3)  # Within the lost-leader deadman (0.5 s) of the last sample.
-            view = axis.mimic()
-            view["position"] = axis.loop.sample().position
-            return view
+            yield node.axis(), lead
     finally:
         dyn.close()
         fb.close()
+
+
+async def _lead(pinned: int, client: Client) -> dict[str, object]:
+    """The view of a follower pinned to ``pinned`` after the client published an engaged leader's streams."""
+    async with _follower(pinned, client) as (axis, lead):
+        for _ in range(200):  # The leader's streams until the follower has either ignored or followed them.
+            await lead(2.0)
+            view = axis.mimic()
+            if view["foreign"] >= 10 or view["following"]:
+                break
+            await asyncio.sleep(0.02)
+        axis.advance(0.3)  # Within the lost-leader deadman (0.5 s) of the last sample.
+        view = axis.mimic()
+        view["position"] = axis.loop.sample().position
+        return view
 
 
 async def test_a_pinned_leader_ignores_another_node_even_first() -> None:
@@ -76,21 +92,11 @@ async def test_a_lost_leader_is_stopped_by_the_loop_and_the_gate_only_backs_it_u
     loop's own stop (which says "lost leader") still comes first; the gate stops the loop itself only if that has
     not happened within LOST_LEADER_GRACE_S (a CI run saw the gate win that race and the reason lost)."""
     client = Client()
-    env = servo_env(
-        UAVCAN__SUB__MIMIC_LEADER__ID=str(LEADER_DYNAMICS),
-        UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(LEADER_FEEDBACK),
-        SERVO__MIMIC__LEADER_NODE_ID=str(CLIENT),
-    )
-    dyn = client.node.make_publisher(zubax.physics.dynamics.DoF3rdTs_1_0, LEADER_DYNAMICS)
-    fb = client.node.make_publisher(zubax.service.actuator.Feedback_1_0, LEADER_FEEDBACK)
     try:
-        async with ServoNode(None, env, loop_clock="simulated") as node:
-            axis = node.axis()
-
+        async with _follower(CLIENT, client) as (axis, lead):
             async def follow() -> float:
                 for _ in range(200):
-                    await fb.publish(feedback_message(True, Health.NOMINAL, 0.0))
-                    await dyn.publish(_sample(0.5))
+                    await lead(0.5)
                     await asyncio.sleep(0.02)
                     axis.advance(0.01)  # The loop takes the mimic command at its next tick.
                     if axis.mimic()["following"]:
@@ -118,6 +124,4 @@ async def test_a_lost_leader_is_stopped_by_the_loop_and_the_gate_only_backs_it_u
             axis.loop.advance(0.005)
             assert axis.loop.sample().stopping  # The gate's backstop stopped it.
     finally:
-        dyn.close()
-        fb.close()
         client.node.close()

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
@@ -109,8 +110,10 @@ def test_planar_setpoint_and_readiness_move_and_stop(servos: list[RegisterClient
 
 def test_one_group_message_moves_three_nodes(servos: list[RegisterClient]) -> None:
     starts = [_motion(r)["meas"][0] for r in servos]
-    targets = [s + d for s, d in zip(starts, (0.5, -0.25, 1.0), strict=True)]
-    vector = "[" + ", ".join(f"{t:.4f}" for t in targets) + "]"
+    # The group setpoint carries float16: each node's target is the float16 nearest to what was sent (0.016 apart
+    # at 20 units, where an earlier test may leave a joint).
+    targets = [float(np.float16(s + d)) for s, d in zip(starts, (0.5, -0.25, 1.0), strict=True)]
+    vector = "[" + ", ".join(f"{t!r}" for t in targets) + "]"
     with _pub("-T", "0.05", f"{READINESS}:reg.udral.service.common.readiness", "3",
               f"{GROUP}:reg.udral.service.actuator.common.sp.vector3", vector):
         for r, t in zip(servos, targets, strict=True):

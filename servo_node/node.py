@@ -259,8 +259,9 @@ class ServoNode:
         ]
         node.start()
         await asyncio.sleep(0.01)  # Let the first (INITIALIZATION) heartbeat out before the kernels load.
-        for a in self._axes:
-            await a.start()
+        with self._control_thread.batch():  # Every axis's loop starts ticking at once: one thread replacement.
+            for a in self._axes:
+                await a.start()
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
         self.ready.set()
         _logger.info("Node %s up with %d axis(es): %s", node.id, len(self._axes), node)

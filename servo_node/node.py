@@ -40,6 +40,9 @@ from .diagnostics import DEFAULT_SEVERITY, SEVERITY_REGISTER, Diagnostics, Sever
 from .registers import AxisNames, ServoRegistry, parse_axes
 
 NODE_NAME = "io.github.cyphal_servo.servo_node"
+"""Reverse-domain node name reported by uavcan.node.GetInfo."""
+DESCRIPTION_MAX = 255
+"""A ``string`` register holds at most 255 bytes (``uavcan.primitive.String.1.0``): a long list of axes is cut."""
 ANONYMOUS = 0xFFFF
 """``uavcan.node.id`` unset: the node asks a plug-and-play allocator for its ID."""
 ALLOCATION_POLL_S = 0.1
@@ -64,8 +67,10 @@ def _description(axes: Sequence[AxisNames]) -> str:
     """The default ``uavcan.node.description``: what this node is, as a bus tool lists it."""
     if len(axes) == 1 and not axes[0].axis:
         return "cyphal-servo: a servo drive controller (one axis)"
-    return f"cyphal-servo: a servo drive controller ({len(axes)} axes: {', '.join(a.axis for a in axes)})"
-"""Reverse-domain node name reported by uavcan.node.GetInfo."""
+    text = f"cyphal-servo: a servo drive controller ({len(axes)} axes: {', '.join(a.axis for a in axes)})"
+    if len(text.encode()) <= DESCRIPTION_MAX:
+        return text
+    return text.encode()[:DESCRIPTION_MAX - 4].decode(errors="ignore").rsplit(", ", 1)[0] + ", …)"
 
 RESPONSE_GRACE_S = 0.05
 """Time for the response to a RESTART to leave before the node goes away [second]."""

@@ -72,6 +72,8 @@ def _description(axes: Sequence[AxisNames]) -> str:
         return text
     return text.encode()[:DESCRIPTION_MAX - 4].decode(errors="ignore").rsplit(", ", 1)[0] + ", …)"
 
+SUPERVISION_IDLE_S = 1.0
+"""The longest the supervision task sleeps when no axis is due sooner (no axis runs a loop) [second]."""
 RESPONSE_GRACE_S = 0.05
 """Time for the response to a RESTART to leave before the node goes away [second]."""
 
@@ -117,6 +119,7 @@ class ServoNode:
         self._node: pycyphal.application.Node | None = None
         self._axes: list[Axis] = []
         self._control_thread: ControlThread | None = None
+        self._supervision: asyncio.Task[None] | None = None
         self._lifecycle = asyncio.Lock()
         self._command_due = asyncio.Event()
         self._pending_command: int | None = None
@@ -267,9 +270,25 @@ class ServoNode:
         with self._control_thread.batch():  # Every axis's loop starts ticking at once: one thread replacement.
             for a in self._axes:
                 await a.start()
+        self._supervision = asyncio.create_task(self._supervise_axes(list(self._axes)), name="supervise-axes")
         node.heartbeat_publisher.mode = Mode.OPERATIONAL
         self.ready.set()
         _logger.info("Node %s up with %d axis(es): %s", node.id, len(self._axes), node)
+
+    @staticmethod
+    async def _supervise_axes(axes: list[Axis]) -> None:
+        """Child task: the periodic supervision and publications of every axis, in one pass per wake-up (one task
+        for the node, not one per axis: a wake-up of the event loop costs more than an axis's pass)."""
+        try:
+            while True:
+                now = time.monotonic()
+                due = now + SUPERVISION_IDLE_S
+                for a in axes:
+                    if a.supervised:
+                        due = min(due, await a.supervise_due(now))
+                await asyncio.sleep(max(0.0, due - time.monotonic()))
+        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+            pass
 
     async def _allocate_node_id(self) -> None:
         """No ``uavcan.node.id``: ask the bus's plug-and-play allocator for one (anonymously, by this node's unique-ID,
@@ -332,6 +351,9 @@ class ServoNode:
     async def _teardown(self) -> None:
         """Axes (tasks cancelled and awaited), diagnostics, then the node; the registry stays open."""
         self.ready.clear()
+        supervision, self._supervision = self._supervision, None
+        if supervision is not None:
+            await cancel_and_wait([supervision])
         axes, self._axes = self._axes, []
         for a in axes:
             await a.close()

@@ -237,7 +237,9 @@ class Axis:
         dynamics_rate = self.registers.real("servo.dynamics_rate")
         self._dynamics_period = 1.0 / dynamics_rate
         self._next_dynamics = now if "dynamics" in self._pubs else math.inf  # Nothing to build without the port.
-        self._tasks = [asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback")]
+        self._tasks = []
+        if "feedback" in self._pubs:  # Without the port its task would wake for every setpoint to build nothing.
+            self._tasks.append(asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"))
         if self._setpoint_port is not None:
             self._tasks.append(asyncio.create_task(self._setpoint_task(), name=f"{self.names.label}setpoints"))
 
@@ -671,10 +673,9 @@ class Axis:
                 except TimeoutError:
                     pass
                 self._feedback_due.clear()
-                pub = self._pubs.get("feedback")
-                if pub is not None:  # Nothing to build without the port (the state is still tracked above).
-                    engaged = self.gate.update(self.now()) is ServoState.ENGAGED
-                    await pub.publish(feedback_message(engaged, self.health(), self.loop.sample().demand_factor))
+                engaged = self.gate.update(self.now()) is ServoState.ENGAGED
+                await self._pubs["feedback"].publish(
+                    feedback_message(engaged, self.health(), self.loop.sample().demand_factor))
         except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
             pass
 

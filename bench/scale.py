@@ -8,9 +8,10 @@ For each axis count and each loop priority (standard, and ``servo.loop_priority`
   process CPU [% of one core];
 * **100 Hz**: a publisher in another process sends every axis a ``zubax.telega.ServoCommand`` with a new target
   at 100 Hz (each one re-plans): process CPU, the lateness of each wake-up of the control thread against its
-  absolute deadline (p50, p99, max), and the ticks lost (the ticks short of ``rate × window`` over every axis).
+  absolute deadline (p50, p99, max), and the ticks lost (the ticks short of ``rate × window`` over every axis);
+  ``rx Hz`` is the setpoints each axis took per second (below 100: the publisher or the node fell behind).
 
-The machine's other load shows in every number: read them with the load average printed in the header. Run it in
+The machine's other load shows in every number: read each row with its 1-minute load average (last column). Run it in
 a network namespace of its own (the README's "Tests and benchmarks"). Usage:
 ``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2]``; ``--publish N`` is the publisher.
 """
@@ -97,9 +98,12 @@ async def _run_case(axes: int, priority: int, seconds: float) -> dict[str, float
         idle = (_cpu_s() - cpu0) / (time.monotonic() - wall0) * 100
 
         publisher = subprocess.Popen([sys.executable, __file__, "--publish", str(axes)])
-        await asyncio.sleep(2.0)  # The publisher's start-up (imports) is not the node's load.
-        if publisher.poll() is not None:
-            raise RuntimeError("the publisher died")
+        deadline = time.monotonic() + 120.0  # The publisher's start-up (imports) is not the node's load.
+        while not all(a.counters.setpoints_accepted > 0 for a in servo.axes):
+            if publisher.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the publisher does not reach every axis")
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
         accepted0 = sum(a.counters.setpoints_accepted for a in servo.axes)
         ticks0 = [a.loop.sample().ticks for a in servo.axes]
         skip = int(thread.timing[-1])
@@ -119,6 +123,7 @@ async def _run_case(axes: int, priority: int, seconds: float) -> dict[str, float
             "max": float(lateness.max()),
             "lost": max(0.0, sum(RATE_HZ * wall - t for t in ticked) - axes),  # One tick per axis: edge of window.
             "rx_hz": accepted / wall / axes,
+            "load": os.getloadavg()[0],
         }
     finally:
         if publisher is not None:
@@ -168,14 +173,14 @@ async def _main(axis_counts: list[int], seconds: float, starts: int) -> None:
     print(f"cyphal-servo, many axes per node ({os.cpu_count()} cores, load {load[0]:.1f}; {seconds:g} s windows; "
           f"1 kHz loops; embedded joints; UDP loopback)")
     print(f"{'axes':>4} {'prio':>4} {'start s':>7} {'idle %':>7} {'/axis':>6} {'100Hz %':>8} {'/axis':>6} "
-          f"{'rx Hz':>6} {'late p50 µs':>11} {'p99 µs':>8} {'max µs':>8} {'lost':>6}")
+          f"{'rx Hz':>6} {'late p50 µs':>11} {'p99 µs':>8} {'max µs':>8} {'lost':>6} {'load':>5}")
     for axes in axis_counts:
         start = await _start_time(axes, starts) if starts > 0 else math.nan
         for priority in (0, 50):
             r = await _run_case(axes, priority, seconds)
             print(f"{axes:>4} {priority or 'std':>4} {start:>7.2f} {r['idle']:>7.1f} {r['idle'] / axes:>6.2f} "
                   f"{r['busy']:>8.1f} {r['busy'] / axes:>6.2f} {r['rx_hz']:>6.0f} {r['p50']:>11.0f} "
-                  f"{r['p99']:>8.0f} {r['max']:>8.0f} {r['lost']:>6.0f}", flush=True)
+                  f"{r['p99']:>8.0f} {r['max']:>8.0f} {r['lost']:>6.0f} {r['load']:>5.1f}", flush=True)
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ For each axis count and each loop priority (standard, and ``servo.loop_priority`
 
 The machine's other load shows in every number: read each row with its 1-minute load average (last column). Run it in
 a network namespace of its own (the README's "Tests and benchmarks"). Usage:
-``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2]``; ``--publish N`` is the publisher.
+``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2]``; ``--bare N``: pycyphal alone receiving the
+same traffic for N axes (its CPU per message); ``--publish N`` is the publisher.
 """
 
 from __future__ import annotations
@@ -75,6 +76,52 @@ async def _publish(axes: int) -> None:
         k += 1
         next_at += 0.01
         await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+
+async def _bare(axes: int, seconds: float) -> None:
+    """pycyphal's own cost per setpoint: a plain node receives the same traffic on raw input sessions (as the servo's
+    intake does) and only deserialises it. Prints the CPU per message."""
+    import pycyphal.application
+    import zubax.telega
+
+    node = pycyphal.application.make_node(
+        pycyphal.application.NodeInfo(name="bench.scale.bare"),
+        pycyphal.application.make_registry(None, {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(NODE)}),
+    )
+    node.start()
+    transport = node.presentation.transport
+    extent = pycyphal.dsdl.get_extent_bytes(zubax.telega.ServoCommand_1_0)
+    count = [0]
+
+    async def receive(subject_id: int) -> None:
+        session = transport.get_input_session(
+            pycyphal.transport.InputSessionSpecifier(pycyphal.transport.MessageDataSpecifier(subject_id), None),
+            pycyphal.transport.PayloadMetadata(extent))
+        loop = asyncio.get_running_loop()
+        while True:
+            t = await session.receive(loop.time() + 1.0)
+            if t is not None and pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, t.fragmented_payload):
+                count[0] += 1
+
+    tasks = [asyncio.create_task(receive(SUBJECT0 + k)) for k in range(axes)]
+    publisher = subprocess.Popen([sys.executable, __file__, "--publish", str(axes)])
+    try:
+        while count[0] < axes:
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)
+        cpu0, wall0, n0 = _cpu_s(), time.monotonic(), count[0]
+        await asyncio.sleep(seconds)
+        wall = time.monotonic() - wall0
+        cpu, rate = (_cpu_s() - cpu0) / wall, (count[0] - n0) / wall
+        print(f"bare pycyphal, {axes} subjects: {rate:.0f} messages/s, {cpu * 100:.1f} % CPU, "
+              f"{cpu / rate * 1e6:.0f} µs CPU per message (load {os.getloadavg()[0]:.1f})")
+    finally:
+        publisher.kill()
+        publisher.wait()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        node.close()
 
 
 def _cpu_s() -> float:
@@ -188,13 +235,14 @@ def main() -> None:
     ap.add_argument("--axes", type=int, nargs="+", default=[1, 8, 16, 32, 48])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--starts", type=int, default=2, help="launches per axis count for the start time (0: none)")
+    ap.add_argument("--bare", type=int, default=0, help="only pycyphal's cost per setpoint, for this many subjects")
     ap.add_argument("--publish", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     from cyphal_common import dsdl
 
-    if args.publish:
+    if args.publish or args.bare:
         dsdl.ensure_compiled()
-        asyncio.run(_publish(args.publish))
+        asyncio.run(_publish(args.publish) if args.publish else _bare(args.bare, args.seconds))
         return
     from servo_node._kernel_cache import invalidate_if_sources_changed
 

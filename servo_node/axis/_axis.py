@@ -635,20 +635,22 @@ class Axis:
         """True while :meth:`supervise_due` has work: the loop runs and the axis is not closed."""
         return self._loop is not None and not self._closed
 
-    async def supervise_due(self, now: float) -> float:
+    async def supervise_due(self, now: float, slack: float = 0.0) -> float:
         """One pass of the periodic work the node's one supervision task does for every axis: :meth:`supervise`
         every :data:`SUPERVISE_PERIOD_S`, ``status`` at 1 Hz and ``dynamics`` at ``servo.dynamics_rate`` (each only
         when due, and only if its port is configured).
 
         :param now: ``time.monotonic()`` [second] of this pass.
+        :param slack: supervision and ``status`` due within this much after ``now`` [second] are done now, and the
+            next supervision counts from ``now``: the axes of a node fall into step and share one wake-up.
         :returns: when this axis is due next [second, ``time.monotonic``].
         """
         try:
             s = None
-            if now >= self._next_supervise:
+            if now + slack >= self._next_supervise:
                 s = self.supervise()
-                self._next_supervise = max(self._next_supervise + SUPERVISE_PERIOD_S, now - 1.0)
-            if now >= self._next_status:
+                self._next_supervise = now + SUPERVISE_PERIOD_S
+            if now + slack >= self._next_status:
                 self._next_status = max(self._next_status + 1.0, now)
                 pub = self._pubs.get("status")
                 if pub is not None:

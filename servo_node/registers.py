@@ -340,19 +340,19 @@ class AxisRegisters:
 
     def real(self, name: str) -> float:
         """Scalar value of a numeric register."""
-        return float(self.registry[self.names.register(name)].floats[0])
+        return self.registry.real(self.names.register(name))
 
     def reals(self, name: str) -> tuple[float, ...]:
         """All values of a numeric register."""
-        return tuple(float(x) for x in self.registry[self.names.register(name)].floats)
+        return self.registry.reals(self.names.register(name))
 
     def text(self, name: str) -> str:
         """Value of a string register."""
-        return str(self.registry[self.names.register(name)].value.string.value.tobytes().decode(errors="replace"))
+        return self.registry.text(self.names.register(name))
 
     def flag(self, name: str) -> bool:
         """Value of a bit register."""
-        return bool(self.registry[self.names.register(name)].bools[0])
+        return self.registry.flag(self.names.register(name))
 
     def serve(self, name: str, getter: register.Registry.Assignable) -> None:
         """Expose a read-only live register (a getter) under this axis's name."""

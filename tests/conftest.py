@@ -24,6 +24,7 @@ BUS_SCENARIOS = (
     "tests/fuzz/",
     "tests/mimic/test_processes.py",
     "tests/multihost/",
+    "tests/node/test_many_axes.py",
     "tests/node/test_udral_face.py",
     "tests/node/test_yakut_workflow.py",
     "tests/scope/",

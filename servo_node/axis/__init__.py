@@ -7,7 +7,8 @@ servo ports, :mod:`._config` the loop and the drive from the registers, :mod:`._
 the counters and the outgoing messages.
 """
 
+from ._axis import SUPERVISE_PERIOD_S as SUPERVISE_PERIOD_S
 from ._axis import Axis as Axis
 from ._reports import AxisCounters as AxisCounters
 
-__all__ = ["Axis", "AxisCounters"]
+__all__ = ["SUPERVISE_PERIOD_S", "Axis", "AxisCounters"]

@@ -169,6 +169,8 @@ class Axis:
         self._rearm_count = self.registers.real("servo.drive.rearm")
         self._rearm_check_at = 0.0
         self._tasks: list[asyncio.Task[None]] = []
+        self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
+        self._dynamics_period = math.inf
         self._started = False
         self._closed = False
         self._halting = False
@@ -230,10 +232,14 @@ class Axis:
             self._follower.on_sample = self._on_leader_sample
             self._follower.on_state = self._feedback_due.set
             self._follower.start(loop.arrays.lead)
-        self._tasks = [
-            asyncio.create_task(self._supervise_task(), name=f"{self.names.label}supervise"),
-            asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"),
-        ]
+        now = time.monotonic()
+        self._next_supervise = self._next_status = now
+        dynamics_rate = self.registers.real("servo.dynamics_rate")
+        self._dynamics_period = 1.0 / dynamics_rate
+        self._next_dynamics = now if "dynamics" in self._pubs else math.inf  # Nothing to build without the port.
+        self._tasks = []
+        if "feedback" in self._pubs:  # Without the port its task would wake for every setpoint to build nothing.
+            self._tasks.append(asyncio.create_task(self._feedback_task(), name=f"{self.names.label}feedback"))
         if self._setpoint_port is not None:
             self._tasks.append(asyncio.create_task(self._setpoint_task(), name=f"{self.names.label}setpoints"))
 
@@ -624,32 +630,41 @@ class Axis:
         """Home the drive (the user's explicit command), only while the loop does not command it."""
         return self._drive is not None and not self.moving and self._drive.home()
 
-    async def _supervise_task(self) -> None:
-        """Supervise every :data:`SUPERVISE_PERIOD_S`; publish ``status`` at 1 Hz and ``dynamics`` at
-        ``servo.dynamics_rate`` (up to its maximum: the task wakes for whichever is due first)."""
-        dyn_period = 1.0 / self.registers.real("servo.dynamics_rate")
-        next_at = next_status = next_dynamics = time.monotonic()
+    @property
+    def supervised(self) -> bool:
+        """True while :meth:`supervise_due` has work: the loop runs and the axis is not closed."""
+        return self._loop is not None and not self._closed
+
+    async def supervise_due(self, now: float, slack: float = 0.0) -> float:
+        """One pass of the periodic work the node's one supervision task does for every axis: :meth:`supervise`
+        every :data:`SUPERVISE_PERIOD_S`, ``status`` at 1 Hz and ``dynamics`` at ``servo.dynamics_rate`` (each only
+        when due, and only if its port is configured).
+
+        :param now: ``time.monotonic()`` [second] of this pass.
+        :param slack: supervision and ``status`` due within this much after ``now`` [second] are done now, and the
+            next supervision counts from ``now``: the axes of a node fall into step and share one wake-up.
+        :returns: when this axis is due next [second, ``time.monotonic``].
+        """
         try:
-            while not self._closed:  # Also ends it if a cancellation was swallowed inside a publish.
-                try:
-                    now = time.monotonic()
-                    s = self.supervise() if now >= next_at else self.loop.sample()
-                    if now >= next_at:
-                        next_at = max(next_at + SUPERVISE_PERIOD_S, now - 1.0)
-                    if now >= next_status:
-                        next_status = max(next_status + 1.0, now)
-                        await self._publish("status", self._status_message(s))
-                    if now >= next_dynamics:
-                        next_dynamics = max(next_dynamics + dyn_period, now)
-                        msg = dynamics_message(s, self.loop_clock == "real", self._timesync.offset_s)
-                        await self._publish("dynamics", msg)
-                except pycyphal.transport.ResourceClosedError:
-                    raise
-                except Exception:  # A bug here must not end supervision: log it and keep going.
-                    _logger.exception("%sSupervision failed", self.names.label)
-                await asyncio.sleep(max(0.0, min(next_at, next_dynamics) - time.monotonic()))
-        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
-            pass
+            s = None
+            if now + slack >= self._next_supervise:
+                s = self.supervise()
+                self._next_supervise = now + SUPERVISE_PERIOD_S
+            if now + slack >= self._next_status:
+                self._next_status = max(self._next_status + 1.0, now)
+                pub = self._pubs.get("status")
+                if pub is not None:
+                    await pub.publish(self._status_message(s if s is not None else self.loop.sample()))
+            if now >= self._next_dynamics:
+                self._next_dynamics = max(self._next_dynamics + self._dynamics_period, now)
+                s = s if s is not None else self.loop.sample()
+                await self._pubs["dynamics"].publish(
+                    dynamics_message(s, self.loop_clock == "real", self._timesync.offset_s))
+        except pycyphal.transport.ResourceClosedError:
+            raise
+        except Exception:  # A bug here must not end supervision: log it and keep going.
+            _logger.exception("%sSupervision failed", self.names.label)
+        return min(self._next_supervise, self._next_status, self._next_dynamics)
 
     async def _feedback_task(self) -> None:
         """``feedback`` right after each applied setpoint and state change, and at least once per second."""
@@ -661,15 +676,10 @@ class Axis:
                     pass
                 self._feedback_due.clear()
                 engaged = self.gate.update(self.now()) is ServoState.ENGAGED
-                msg = feedback_message(engaged, self.health(), self.loop.sample().demand_factor)
-                await self._publish("feedback", msg)
+                await self._pubs["feedback"].publish(
+                    feedback_message(engaged, self.health(), self.loop.sample().demand_factor))
         except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
             pass
-
-    async def _publish(self, name: str, msg: Any) -> None:
-        pub = self._pubs.get(name)
-        if pub is not None:
-            await pub.publish(msg)
 
     def _status_message(self, s: LoopSample) -> zubax.service.actuator.Status_1_0:
         errors = self.counters.setpoints_rejected + self._registry.refused_writes + s.error_count

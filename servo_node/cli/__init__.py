@@ -118,12 +118,13 @@ def _warmup() -> int:
         loop.command(Setpoint(1.0, 0.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 1.0), 1.0))
         loop.advance(0.01)
         loop.close()
-    # The real-time runner too, for one axis and for a two-axis node (one compilation per number of axes serves
-    # every drive: they share one array type).
+    # The real-time runner too: one compilation serves any number of axes and every drive (a typed list of one
+    # array type), and the group's list helpers with it.
     thread = ControlThread()
     loops = [ControlLoop(LoopConfig(), SimDrive(JointParams()), clock="real") for _ in range(2)]
-    for loop in loops:
-        loop.start(thread)
+    with thread.batch():
+        for loop in loops:
+            loop.start(thread)
     for loop in loops:
         loop.close()
     print(f"caches warm ({time.monotonic() - t0:.1f} s)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.typed import List
 
 from ..drive import _dispatch as drive
 from . import _layout as L
@@ -75,14 +76,29 @@ def run_simulated(ticks: int, start_s: float, A: LoopArrays) -> float:
     return now
 
 
+@njit(cache=True)
+def new_group(first: LoopArrays) -> List[LoopArrays]:
+    """A group (numba typed list) of one loop's arrays, for :func:`run_realtime`; see :func:`group_append`."""
+    group = List()
+    group.append(first)
+    return group
+
+
+@njit(cache=True)
+def group_append(group: List[LoopArrays], arrays: LoopArrays) -> None:
+    """Add a loop's arrays to ``group`` (compiled and cached here: the typed list's own methods are not cached)."""
+    group.append(arrays)
+
+
 @njit(cache=True, nogil=True)
-def run_realtime(group: tuple[LoopArrays, ...], ctl: np.ndarray, timing: np.ndarray, timespec: np.ndarray) -> None:
+def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, timespec: np.ndarray) -> None:
     """Tick every loop of ``group`` at its own period against CLOCK_MONOTONIC until ``ctl[L.CTL_QUIT]`` is set.
 
     One thread for all the axes of a node: loops with the same period tick back to back after one wake-up.
+    ``group`` is a numba typed list (:func:`new_group`), so one compiled kernel serves any number of axes.
     Deadlines are absolute (no drift); after an overrun a loop's schedule restarts from now instead of bursting.
     Each wake-up's lateness [second] goes into the ``timing`` ring for measurement. ``ctl[L.CTL_QUIT]`` already set
-    returns at once (how a new group size is compiled before the running thread is replaced).
+    returns at once (how the kernel is loaded before the running thread is replaced).
     """
     n = len(group)
     next_ns = np.empty(n, np.int64)  # Once per run, not per tick.

@@ -312,41 +312,42 @@ class ControlLoop:
 
     def sample(self) -> LoopSample:
         """A consistent snapshot of the latest tick."""
-        o = np.empty(L.N_OUT)
-        read_seqlocked(self.out, o)
+        buf = np.empty(L.N_OUT)
+        read_seqlocked(self.out, buf)
+        o = buf.tolist()  # Python floats: one conversion, then plain indexing (the node samples every axis often).
         return LoopSample(
-            time_s=float(o[L.O_TIME]),
-            ref_position=float(o[L.O_PREF]),
-            ref_velocity=float(o[L.O_VREF]),
-            ref_acceleration=float(o[L.O_AREF]),
-            position=float(o[L.O_P]),
-            velocity=float(o[L.O_V]),
-            acceleration=float(o[L.O_A]),
-            force=float(o[L.O_F]),
+            time_s=o[L.O_TIME],
+            ref_position=o[L.O_PREF],
+            ref_velocity=o[L.O_VREF],
+            ref_acceleration=o[L.O_AREF],
+            position=o[L.O_P],
+            velocity=o[L.O_V],
+            acceleration=o[L.O_A],
+            force=o[L.O_F],
             plan_status=int(o[L.O_PLAN_STATUS]),
             repaired=bool(o[L.O_REPAIRED]),
-            plan_duration=float(o[L.O_DURATION]),
-            plan_start_s=float(o[L.O_PLAN_T0]),
-            error=ErrorCode(int(o[L.O_ERROR])),
+            plan_duration=o[L.O_DURATION],
+            plan_start_s=o[L.O_PLAN_T0],
+            error=_error_code(o[L.O_ERROR]),
             error_count=int(o[L.O_ERROR_COUNT]),
             ticks=int(o[L.O_TICKS]),
             engaged=bool(o[L.O_ENGAGED]),
-            mode=float(o[L.O_MODE]),
-            demand_factor=float(o[L.O_DEMAND]) if math.isfinite(o[L.O_DEMAND]) else 0.0,
+            mode=o[L.O_MODE],
+            demand_factor=o[L.O_DEMAND] if math.isfinite(o[L.O_DEMAND]) else 0.0,
             command_seq=int(o[L.O_CMD_SEQ]),
-            tracking_error_max=float(o[L.O_TRACK_MAX]),
-            settled_after_s=float(o[L.O_SETTLED]),
-            stop_planned_s=float(o[L.O_STOP_PLANNED]),
-            stop_took_s=float(o[L.O_STOP_TOOK]),
-            stop_bound_s=float(o[L.O_STOP_BOUND]),
+            tracking_error_max=o[L.O_TRACK_MAX],
+            settled_after_s=o[L.O_SETTLED],
+            stop_planned_s=o[L.O_STOP_PLANNED],
+            stop_took_s=o[L.O_STOP_TOOK],
+            stop_bound_s=o[L.O_STOP_BOUND],
             expired=bool(o[L.O_EXPIRED]),
-            expired_after_s=float(o[L.O_EXPIRED_AFTER]),
-            expired_at_s=float(o[L.O_EXPIRED_AT]),
+            expired_after_s=o[L.O_EXPIRED_AFTER],
+            expired_at_s=o[L.O_EXPIRED_AT],
             limited=bool(o[L.O_LIMITED]),
-            overshoot=float(o[L.O_OVERSHOOT]),
-            measured_at_s=float(o[L.O_MEAS_T]),
-            predicted_position=float(o[L.O_PRED_P]),
-            effect_at_s=float(o[L.O_EFFECT_T]),
+            overshoot=o[L.O_OVERSHOOT],
+            measured_at_s=o[L.O_MEAS_T],
+            predicted_position=o[L.O_PRED_P],
+            effect_at_s=o[L.O_EFFECT_T],
             feedback_faults=int(o[L.O_FB_FAULTS]),
             feedback_distrusted=int(o[L.O_FB_BAD]),
             feedback_last=int(o[L.O_FB_LAST]),
@@ -382,3 +383,12 @@ class ControlLoop:
     def period_errors(self) -> np.ndarray:
         """Wake-up lateness [second] of the ticking thread's most recent ticks (real clock), oldest first."""
         return self._thread.period_errors() if self._thread is not None else np.zeros(0)
+
+
+_ERROR_CODES = {float(c.value): c for c in ErrorCode}
+
+
+def _error_code(value: float) -> ErrorCode:
+    """The loop's error value as an :class:`ErrorCode` (a dict lookup: the enum's call costs more)."""
+    code = _ERROR_CODES.get(value)
+    return code if code is not None else ErrorCode(int(value))

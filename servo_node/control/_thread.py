@@ -1,24 +1,27 @@
 """The real-time control thread: one GIL-free thread that ticks every control loop of a node.
 
-A node hosting several axes runs one thread for all of them (:func:`._kernel.run_realtime` over a tuple of their
-arrays), so the axes tick back to back after one wake-up and share one timing measurement. Attaching or detaching
-a loop replaces the running thread between two ticks; the kernel for the new number of loops is compiled (or
-loaded from the cache) *before* the old thread stops, so the loops already running never miss more than a tick.
+A node hosting several axes runs one thread for all of them (:func:`._kernel.run_realtime` over a numba typed list
+of their arrays: one compiled kernel for any number of axes), so the axes tick back to back after one wake-up and
+share one timing measurement. Attaching or detaching a loop replaces the running thread between two ticks; the
+kernel is loaded (compiled on a cold cache) *before* the old thread stops, so the loops already running never miss
+more than a tick. Inside :meth:`ControlThread.batch` attachments wait and take effect together: a node starts all
+its axes with one replacement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _layout as L
-from ._kernel import run_realtime
+from ._kernel import group_append, new_group, run_realtime
 
 if TYPE_CHECKING:
     from ._loop import ControlLoop
@@ -37,14 +40,18 @@ class ControlThread:
         """Ring of wake-up lateness [second]; slot ``TIMING_RING`` holds the write count."""
         self._timespec = np.zeros(2, dtype=np.int64)
         self._loops: list[ControlLoop] = []
+        """The loops the running thread ticks."""
+        self._pending: list[ControlLoop] = []
+        """Loops attached inside :meth:`batch`, ticked from its end."""
+        self._batch_depth = 0
         self._ctl = np.zeros(L.N_CTL)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
     def loops(self) -> Sequence[ControlLoop]:
-        """The loops this thread ticks, in attachment order."""
-        return tuple(self._loops)
+        """The loops attached to this thread, in attachment order (inside :meth:`batch`: some not ticked yet)."""
+        return (*self._loops, *self._pending)
 
     @property
     def running(self) -> bool:
@@ -52,20 +59,42 @@ class ControlThread:
         return self._thread is not None
 
     def attach(self, loop: ControlLoop) -> None:
-        """Tick ``loop`` from now on too (no effect if attached already)."""
+        """Tick ``loop`` from now on too (inside :meth:`batch`: from its end); no effect if attached already."""
         with self._lock:
-            if loop not in self._loops:
+            if loop in self._loops or loop in self._pending:
+                return
+            if self._batch_depth > 0:
+                self._pending.append(loop)
+            else:
                 self._replace([*self._loops, loop])
 
     def detach(self, loop: ControlLoop) -> None:
-        """Stop ticking ``loop``; the thread ends with its last loop."""
+        """Stop ticking ``loop`` (it is not ticked any more when this returns); the thread ends with its last loop."""
         with self._lock:
+            if loop in self._pending:
+                self._pending.remove(loop)
             if loop in self._loops:
                 self._replace([x for x in self._loops if x is not loop])
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Loops attached inside start being ticked together when the (outermost) block ends: one replacement of
+        the running thread for any number of them. Detaching inside takes effect at once."""
+        with self._lock:
+            self._batch_depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._batch_depth -= 1
+                if self._batch_depth == 0 and self._pending:
+                    loops, self._pending = [*self._loops, *self._pending], []
+                    self._replace(loops)
 
     def close(self) -> None:
         """Stop ticking every loop and end the thread; idempotent."""
         with self._lock:
+            self._pending = []
             self._replace([])
 
     def period_errors(self) -> np.ndarray:
@@ -78,15 +107,18 @@ class ControlThread:
         return np.concatenate((self.timing[k:ring], self.timing[:k]))
 
     def _replace(self, loops: list[ControlLoop]) -> None:
-        group = tuple(x.arrays for x in loops)
-        if group:
-            run_realtime(group, np.ones(L.N_CTL), self.timing, self._timespec)  # Compile/load; returns at once.
+        group = None
+        if loops:
+            group = new_group(loops[0].arrays)
+            for x in loops[1:]:
+                group_append(group, x.arrays)
+            run_realtime(group, np.ones(L.N_CTL), self.timing, self._timespec)  # Load (compile); returns at once.
         if self._thread is not None:
             self._ctl[L.CTL_QUIT] = 1.0
             self._thread.join()
             self._thread = None
         self._loops = loops
-        if group:
+        if group is not None:
             self._ctl = np.zeros(L.N_CTL)
             priority = max([self.realtime_priority, *(x.config.realtime_priority for x in loops)])
             self._thread = threading.Thread(
@@ -95,7 +127,7 @@ class ControlThread:
             self._thread.start()
 
 
-def _thread_body(group: tuple[object, ...], ctl: np.ndarray, timing: np.ndarray, priority: int) -> None:
+def _thread_body(group: object, ctl: np.ndarray, timing: np.ndarray, priority: int) -> None:
     """Ask the OS for a tight timer and, if configured, real-time priority; then run the kernel."""
     _tighten_timer_slack()
     if priority > 0:

@@ -6,10 +6,12 @@ at all, by which thread, and that its motion is right.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
 from servo_node.control import ControlLoop, ControlThread, LoopConfig
+from servo_node.control._kernel import group_append, new_group, run_realtime
 from servo_node.drive import SimDrive
 from servo_node.setpoint import ProfileLimits, Setpoint
 from sim_plant import JointParams
@@ -87,3 +89,43 @@ def test_a_loop_without_a_thread_gets_its_own() -> None:
     finally:
         loop.close()
     assert len(control_threads()) == before
+
+
+def test_one_compiled_kernel_serves_any_number_of_loops() -> None:
+    """1, 3 and 8 loops on one thread, attached one at a time or in one batch: the real-time kernel and the group's
+    helpers keep a single compiled signature (no compilation per number of axes, so warm-up covers every node)."""
+    for count, batched in ((1, False), (3, False), (8, True)):
+        thread = ControlThread()
+        loops = [make_loop(500.0) for _ in range(count)]
+        with thread.batch() if batched else contextlib.nullcontext():
+            for loop in loops:
+                loop.start(thread)
+            if batched:
+                assert not thread.running and thread.loops == tuple(loops)  # Waiting for the batch's end.
+        try:
+            assert thread.running and thread.loops == tuple(loops)
+            for loop in loops:
+                wait_ticks(loop, 10)
+        finally:
+            for loop in loops:
+                loop.close()
+        for kernel in (run_realtime, new_group, group_append):
+            assert len(kernel.signatures) == 1, (count, kernel, kernel.signatures)
+    assert not thread.running
+
+
+def test_a_loop_detached_inside_a_batch_is_never_ticked() -> None:
+    thread = ControlThread()
+    a, b = make_loop(500.0), make_loop(500.0)
+    with thread.batch():
+        a.start(thread)
+        b.start(thread)
+        ticks = a.sample().ticks
+        a.close()  # Closed before the batch ended: never handed to the thread.
+    try:
+        assert thread.loops == (b,)
+        wait_ticks(b, 20)
+        assert a.sample().ticks == ticks
+    finally:
+        b.close()
+    assert not thread.running

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from pycyphal.application.register import Real32, String, Value
+from pycyphal.application.register import Bit, Real32, String, Value
 
 from servo_node.registers import RefusedWriteError, ServoRegistry
 
@@ -56,4 +56,27 @@ def test_valid_write_and_persistence(tmp_path: Path) -> None:
     reg.shutdown()
     reg = ServoRegistry(path, {})
     assert reg.reals("servo.profile.acceleration") == pytest.approx((-300, 3.14))
+    reg.shutdown()
+
+
+def test_values_read_again_after_every_write_and_reset() -> None:
+    """The typed reads are remembered between writes (a setpoint reads the profile defaults), never past one."""
+    reg = ServoRegistry(None, {"SERVO__AXES": "left"})
+    reg.declare()
+    reg.setdefault("left.servo.profile.velocity", real(-10, 10))
+    assert reg.reals("left.servo.profile.velocity") == pytest.approx((-10, 10))
+    reg["left.servo.profile.velocity"] = real(-3, 4)
+    assert reg.reals("left.servo.profile.velocity") == pytest.approx((-3, 4))
+    with pytest.raises(RefusedWriteError):
+        reg["left.servo.profile.velocity"] = real(1, 2)
+    assert reg.reals("left.servo.profile.velocity") == pytest.approx((-3, 4))
+    assert reg.text("servo.drive.mode") == "velocity"
+    reg["servo.drive.mode"] = Value(string=String("torque"))
+    assert reg.text("servo.drive.mode") == "torque"
+    assert reg.flag("servo.stop.disengage_immediately") is False
+    reg["servo.stop.disengage_immediately"] = Value(bit=Bit([True]))
+    assert reg.flag("servo.stop.disengage_immediately") is True
+    reg.factory_reset()
+    reg.declare()
+    assert reg.text("servo.drive.mode") == "velocity" and reg.flag("servo.stop.disengage_immediately") is False
     reg.shutdown()

@@ -235,6 +235,11 @@ class ControlLoop:
         self._own_thread = False
         self._cmd_lock = threading.Lock()
 
+    @property
+    def realtime_priority(self) -> int:
+        """The SCHED_FIFO priority this loop asks its thread for (0: normal scheduling)."""
+        return self.config.realtime_priority
+
     def start(self, thread: ControlThread | None = None) -> None:
         """Compile or load the kernels (first call), take one tick, and have ``thread`` tick the loop from now on
         (real clock; None: a thread of its own). Idempotent."""

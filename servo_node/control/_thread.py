@@ -16,15 +16,23 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from . import _layout as L
 from ._kernel import group_append, new_group, run_realtime
+from ._layout import LoopArrays
 
-if TYPE_CHECKING:
-    from ._loop import ControlLoop
+
+class Ticked(Protocol):
+    """What the thread needs of a loop (a :class:`~._loop.ControlLoop`): its arrays and the SCHED_FIFO priority
+    it asks for; the thread never calls the loop itself."""
+
+    arrays: LoopArrays
+
+    @property
+    def realtime_priority(self) -> int: ...
 
 
 class ControlThread:
@@ -39,9 +47,9 @@ class ControlThread:
         self.timing = np.zeros(L.TIMING_RING + 1)
         """Ring of wake-up lateness [second]; slot ``TIMING_RING`` holds the write count."""
         self._timespec = np.zeros(2, dtype=np.int64)
-        self._loops: list[ControlLoop] = []
+        self._loops: list[Ticked] = []
         """The loops the running thread ticks."""
-        self._pending: list[ControlLoop] = []
+        self._pending: list[Ticked] = []
         """Loops attached inside :meth:`batch`, ticked from its end."""
         self._batch_depth = 0
         self._ctl = np.zeros(L.N_CTL)
@@ -49,7 +57,7 @@ class ControlThread:
         self._lock = threading.Lock()
 
     @property
-    def loops(self) -> Sequence[ControlLoop]:
+    def loops(self) -> Sequence[Ticked]:
         """The loops attached to this thread, in attachment order (inside :meth:`batch`: some not ticked yet)."""
         return (*self._loops, *self._pending)
 
@@ -58,7 +66,7 @@ class ControlThread:
         """True while the thread runs."""
         return self._thread is not None
 
-    def attach(self, loop: ControlLoop) -> None:
+    def attach(self, loop: Ticked) -> None:
         """Tick ``loop`` from now on too (inside :meth:`batch`: from its end); no effect if attached already."""
         with self._lock:
             if loop in self._loops or loop in self._pending:
@@ -68,7 +76,7 @@ class ControlThread:
             else:
                 self._replace([*self._loops, loop])
 
-    def detach(self, loop: ControlLoop) -> None:
+    def detach(self, loop: Ticked) -> None:
         """Stop ticking ``loop`` (it is not ticked any more when this returns); the thread ends with its last loop."""
         with self._lock:
             if loop in self._pending:
@@ -106,7 +114,7 @@ class ControlThread:
         k = n % ring
         return np.concatenate((self.timing[k:ring], self.timing[:k]))
 
-    def _replace(self, loops: list[ControlLoop]) -> None:
+    def _replace(self, loops: list[Ticked]) -> None:
         group = None
         if loops:
             group = new_group(loops[0].arrays)
@@ -120,7 +128,7 @@ class ControlThread:
         self._loops = loops
         if group is not None:
             self._ctl = np.zeros(L.N_CTL)
-            priority = max([self.realtime_priority, *(x.config.realtime_priority for x in loops)])
+            priority = max([self.realtime_priority, *(x.realtime_priority for x in loops)])
             self._thread = threading.Thread(
                 target=_thread_body, args=(group, self._ctl, self.timing, priority), name="control-loop", daemon=True
             )

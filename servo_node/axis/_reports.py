@@ -105,8 +105,8 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
     replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement.
 
     Kept within a register string: the reference and measured positions keep their digits longest (a position
-    shown to 3 digits is no position), so first the other numbers get fewer digits, then optional keys are
-    dropped, and only then the positions get fewer digits.
+    shown to 3 digits is no position): first the other numbers get fewer digits, then the least needed keys go
+    (``t``, ``limited``, ``over``), the positions keep at least 5 digits, and only then ``settled`` and ``stop``.
     """
     if s is None:
         return {"engaged": False}
@@ -117,8 +117,8 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         doc = {
             "ref": _g(s.ref_position, digits=state) + _g(s.ref_velocity, s.ref_acceleration, digits=other),
             "meas": _g(s.position, digits=state) + _g(s.velocity, s.acceleration, s.force, digits=other),
-            "plan": {"status": s.plan_status, "repaired": s.repaired, "T": _g(s.plan_duration)[0],
-                     "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
+            "plan": {"status": s.plan_status, **({"repaired": True} if s.repaired else {}),
+                     "T": _g(s.plan_duration)[0], "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
             "settled": _g(s.settled_after_s, digits=other)[0],
             "track_max": _g(s.tracking_error_max, digits=min(other, 4))[0],
             "over": _g(s.overshoot, digits=3)[0],
@@ -136,9 +136,11 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         doc = build(7, other)
         if _fits(doc):
             return doc
-    for state in (7, 6, 5, 4, 3):
-        doc = build(state, 3)
-        for key in ("t", "limited", "stop", "over", "settled"):
+    optional = ("t", "limited", "over", "settled", "stop")
+    """Dropped in this order: the least needed first; ``stop`` and ``settled`` say how the last motion ended."""
+    for state, other, droppable in ((7, 2, 3), (6, 2, 3), (5, 2, 3), (5, 2, 5), (4, 2, 5), (3, 2, 5)):
+        doc = build(state, other)  # Positions keep 5 digits longest; the rest go down to 2.
+        for key in optional[:droppable]:
             if _fits(doc):
                 return doc
             doc.pop(key, None)

@@ -7,6 +7,8 @@ import dataclasses
 import json
 import math
 
+import pytest
+
 from servo_node.arming import ServoState
 from servo_node.axis._reports import (
     COUNT_MAX,
@@ -110,7 +112,7 @@ async def test_every_report_register_of_a_node_parses_with_every_count_at_its_ma
         assert parsed["sys.counters"]["accepted"] == COUNT_MAX and parsed["sys.events"]["foreign"] == COUNT_MAX
 
 
-def test_motion_keeps_the_measured_position_to_seven_digits_when_everything_is_long() -> None:
+def test_motion_keeps_the_measured_position_to_five_digits_when_everything_is_long() -> None:
     """``sys.motion`` of a bus drive with every number at its longest: the other numbers lose digits and keys go
     before the state does (a position cut to 3 digits, -1.05 for -1.047852, failed a 2e-3 arrival check)."""
     long = -1.2345678e-5
@@ -124,6 +126,25 @@ def test_motion_keeps_the_measured_position_to_seven_digits_when_everything_is_l
     raw = fit_json(motion_view(s, link, "real"))
     doc = _parse(raw)
     print(f"{len(raw)} B: {doc}")
-    assert doc["meas"][0] == -1.047852 and doc["ref"][0] == -1.047852  # type: ignore[index]
+    assert doc["meas"][0] == pytest.approx(-1.047852, rel=5e-5)  # type: ignore[index]  # 5 digits at the least
+    assert doc["ref"][0] == pytest.approx(-1.047852, rel=5e-5)  # type: ignore[index]
     assert doc["plan"]["T"] == 0.2520475  # type: ignore[index]  # servo-coord matches plans by T to 7 digits.
     assert doc["engaged"] is True and "link" in doc
+
+
+def test_motion_of_a_bus_drive_keeps_how_the_last_motion_ended() -> None:
+    """A bus drive's sys.motion (with ``link``) keeps ``stop`` and ``settled`` (a closed-loop test reads the stop's
+    planned, taken and bound durations from it) and its positions to at least 5 digits, whatever the values."""
+    for pos, small in ((-21.10052, -1.2345678e-5), (1234.567891, -12.345678), (3.0, 0.0)):
+        s = LoopSample(time_s=1234567.891234, ref_position=pos, ref_velocity=small, ref_acceleration=small,
+                       position=pos, velocity=small, acceleration=small, force=small, plan_status=0, repaired=False,
+                       plan_duration=0.2520475, plan_start_s=123456.789012, error=ErrorCode.NONE, error_count=0,
+                       ticks=1, engaged=False, mode=0.0, demand_factor=1.0, command_seq=1, tracking_error_max=small,
+                       settled_after_s=0.2531234, stop_planned_s=0.1261234, stop_took_s=0.1381234,
+                       stop_bound_s=1.141234, expired=True, expired_after_s=0.5, expired_at_s=10.0, limited=True,
+                       overshoot=small)
+        raw = fit_json(motion_view(s, LinkStats(1e-3, 2e-3, 1e-3, 2e-3, 1e-3, False, 1e-3), "real"))
+        print(len(raw), raw)
+        doc = _parse(raw)
+        assert doc["meas"][0] == pytest.approx(pos, rel=5e-5) and len(doc["stop"]) == 3  # type: ignore[index,arg-type]
+        assert "settled" in doc

@@ -10,9 +10,7 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import signal
-import sys
 import time
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -28,10 +26,9 @@ import uavcan.time
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
-from cyphal_common import registry_file as register_file
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
 from cyphal_common.register_access import serve_register_access
-from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
+from cyphal_common.registers import RegisterSpec, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.transport import make_transport
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
@@ -39,6 +36,7 @@ from sim_plant import JointParams
 
 from ._plant import Command, JointDrive, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
 from ._plant import Mode as PlantMode
+from ._startup import open_configured
 
 NODE_NAME = "io.github.cyphal_servo.sim_plant"
 """Reverse-domain node name reported by uavcan.node.GetInfo."""
@@ -288,32 +286,12 @@ class SimPlantNode:
         )
 
 
-def _log_refused(name: str, reason: str) -> None:
-    _logger.warning("Refused a write of %s: %s", name, reason)
-
-
 async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
     """Run the node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration or register file)."""
-    try:
-        register_file.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
-    except ValueError as ex:  # ConfigurationError: one line naming the file and what is wrong.
-        print(f"sim-plant: {ex}", file=sys.stderr)
+    opened = open_configured(registry_file, fresh_registry, SPECS, lambda r: (load_config(r), make_transport(r)))
+    if opened is None:
         return 2
-    try:
-        registry = ValidatingRegistry(registry_file, SPECS, dict(os.environ), on_refused=_log_refused)
-    except ValueError as ex:
-        print(f"sim-plant: {ex}", file=sys.stderr)
-        return 2
-    try:
-        config = load_config(registry)
-        transport = make_transport(registry)
-    except ValueError as ex:
-        registry.close()
-        print(f"sim-plant: {ex}", file=sys.stderr)
-        return 2
-    except BaseException:
-        registry.close()
-        raise
+    registry, (config, transport) = opened
     node = pycyphal.application.make_node(
         pycyphal.application.NodeInfo(name=NODE_NAME, software_version=_software_version()),
         registry,

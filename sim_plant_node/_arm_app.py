@@ -20,17 +20,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
-import sys
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import pycyphal.application
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Mode
 
-from cyphal_common import registry_file as register_file
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
@@ -38,8 +36,9 @@ from cyphal_common.transport import make_transport
 from sim_plant.arm import ArmParams
 from sim_plant.arm_motors import ArmMotor
 
-from ._app import NODE_NAME, SPECS, SUPERVISE_PERIOD_S, SimPlantNode, _log_refused, _software_version
+from ._app import NODE_NAME, SPECS, SUPERVISE_PERIOD_S, SimPlantNode, _software_version
 from ._arm_plant import JOINTS, ArmDrive
+from ._startup import open_configured
 
 _NONNEG = scalar(lambda x: x >= 0.0, ">= 0")
 _ANY = scalar(lambda x: True, "(finite)")
@@ -63,26 +62,18 @@ def _read(registry: register.Registry, name: str) -> float:
 
 async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> int:
     """Run the arm node until SIGINT/SIGTERM; returns the exit status (2: invalid configuration or register file)."""
-    try:
-        register_file.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
-        registry = ValidatingRegistry(registry_file, ARM_SPECS, dict(os.environ), on_refused=_log_refused)
-    except ValueError as ex:
-        print(f"sim-plant: {ex}", file=sys.stderr)
-        return 2
-    try:
+    def configure(registry: ValidatingRegistry) -> tuple[list[ArmMotor], list[float], list[float], Any]:
         declare(registry, ARM_SPECS)
         motors = [ArmMotor(_read(registry, f"arm.{j}.max_velocity"), _read(registry, f"arm.{j}.max_force"),
                            _read(registry, f"arm.{j}.control_p")) for j in JOINTS]
         position = [_read(registry, f"arm.{j}.position") for j in JOINTS]
         rates = [_read(registry, n) for n in ("sim.step_rate", "sim.publish_rate", "sim.quick_stop_deceleration")]
-        transport = make_transport(registry)
-    except ValueError as ex:
-        registry.close()
-        print(f"sim-plant: {ex}", file=sys.stderr)
+        return motors, position, rates, make_transport(registry)
+
+    opened = open_configured(registry_file, fresh_registry, ARM_SPECS, configure)
+    if opened is None:
         return 2
-    except BaseException:
-        registry.close()
-        raise
+    registry, (motors, position, rates, transport) = opened
     node = pycyphal.application.make_node(
         pycyphal.application.NodeInfo(name=NODE_NAME + ".arm", software_version=_software_version()),
         registry,

@@ -210,45 +210,34 @@ class Emulator:
         self.close()
 
 
-def _log_refused(name: str, reason: str) -> None:
-    _logger.warning("Refused a write of %s: %s", name, reason)
-
-
 async def run(registry_file: str | None, fresh_registry: bool, node_id: int, iface: str) -> int:
     """Run the emulated drive until SIGINT/SIGTERM; returns the exit status (2: invalid configuration)."""
-    from cyphal_common import registry_file as register_file
     from cyphal_common.registers import ValidatingRegistry, declare
 
     from .._app import SPECS, load_config
+    from .._startup import open_configured
 
     canopen_registers = canopen_specs()
     specs = {**SPECS, **canopen_registers}
-    try:
-        register_file.prepare(registry_file, fresh=fresh_registry, program="sim-plant")
-        registry = ValidatingRegistry(registry_file, specs, dict(os.environ), on_refused=_log_refused)
-    except ValueError as ex:
-        print(f"sim-plant: {ex}", file=sys.stderr)
-        return 2
-    try:
+    def configure(registry: ValidatingRegistry) -> Emulator:
         config = load_config(registry)
         declare(registry, canopen_registers)
-        cpu = float(registry[COUNTS_PER_UNIT].floats[0])
-        fault_after = fault_after_from_env(os.environ)
-        emulator = Emulator(
+        return Emulator(
             config.params,
             node_id,
             iface,
-            counts_per_unit=cpu,
+            counts_per_unit=float(registry[COUNTS_PER_UNIT].floats[0]),
             quick_stop_deceleration=config.quick_stop_deceleration,
             step_rate=config.step_rate,
-            fault_after=fault_after,
+            fault_after=fault_after_from_env(os.environ),
             fixed_mapping=os.environ.get(FIXED_MAPPING_ENV, "").strip() == "1",
         )
-    except ValueError as ex:
-        print(f"sim-plant: {ex}", file=sys.stderr)
+
+    opened = open_configured(registry_file, fresh_registry, specs, configure)
+    if opened is None:
         return 2
-    finally:
-        registry.close()
+    registry, emulator = opened
+    registry.close()  # Read once: the emulator serves its own object dictionary, not these registers.
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,8 +1,8 @@
 """One servo axis: its ports, arming gate, setpoint intake, control loop, drive, status registers and publications.
 
 An :class:`Axis` lives as long as one pycyphal node (the shell re-creates it on RESTART; its counters survive).
-Nothing here computes motion: setpoints are validated (:mod:`.intake`), gated (:mod:`.arming`) and handed to the
-:class:`~servo_node.control.ControlLoop`, which does all numerics in its own thread.
+Nothing here computes motion: setpoints are validated (:mod:`._intake`), gated (:mod:`servo_node.arming`) and
+handed to the :class:`~servo_node.control.ControlLoop`, which does all numerics in its own thread.
 
 State changes are edges: an error is reported once when the loop counts it, a state change is logged once, and
 an error holds while its cause persists (a silent drive, the very setpoint that was infeasible); the drive
@@ -11,9 +11,9 @@ reporting again ends a drive error in STANDBY.
 Clocks: with ``loop_clock="real"`` the axis runs on ``time.monotonic``; with ``"simulated"`` the axis's time is
 the loop's simulated time, which only :meth:`Axis.advance` moves (deterministic tests).
 
-Why one module of ~550 lines: its parts (ports, intake task, supervision edges, safe stop, and a follower's
-engagement on a leader sample through the same gate as a setpoint) share the axis's state and lifecycle; the pure
-parts already live apart (:mod:`.intake`, :mod:`.reports`, :mod:`.arming`, the follower's own in :mod:`.mimic`).
+Why ~780 lines (held there by ``tests/test_architecture.py``): ports, intake task, supervision edges, safe stop and
+a follower's engagement share the axis's state; what needs none of it lives apart (:mod:`._intake`,
+:mod:`._reports`, :mod:`._follower`). The setpoint path, supervision and views as objects of their own: still to do.
 """
 
 from __future__ import annotations
@@ -429,7 +429,7 @@ class Axis:
     def apply(self, received: Received) -> bool:
         """The one place where a setpoint commands the loop; returns True if it was applied (counted either way).
 
-        With a start subject (:mod:`.start`) a setpoint other than the active one is staged until its start."""
+        With a start subject (:mod:`servo_node.staging`) a setpoint other than the active one waits for its start."""
         sp, rx = received.setpoint, received.received_at_s
         if not self._may_apply(sp):
             return False

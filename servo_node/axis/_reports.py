@@ -136,8 +136,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         doc = build(7, other)
         if _fits(doc):
             return doc
-    optional = ("t", "limited", "over", "settled", "stop")
-    """Dropped in this order: the least needed first; ``stop`` and ``settled`` say how the last motion ended."""
+    optional = ("t", "limited", "over", "settled", "stop")  # Dropped in this order: the least needed first.
     for state, other, droppable in ((7, 2, 3), (6, 2, 3), (5, 2, 3), (5, 2, 5), (4, 2, 5), (3, 2, 5)):
         doc = build(state, other)  # Positions keep 5 digits longest; the rest go down to 2.
         for key in optional[:droppable]:

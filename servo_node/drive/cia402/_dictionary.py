@@ -49,7 +49,9 @@ SW_HOMING_ATTAINED = 1 << 12
 
 
 def state_of(statusword: int) -> str:
-    """The CiA 402 state a statusword shows."""
+    """The CiA 402 state a statusword shows; UNKNOWN for none yet (negative)."""
+    if statusword < 0:
+        return "UNKNOWN"
     for mask, value, name in _STATES:
         if statusword & mask == value:
             return name

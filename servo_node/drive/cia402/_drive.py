@@ -388,7 +388,7 @@ class Cia402Drive(BusDrive):
 
     def state(self) -> str:
         """The drive's CiA 402 state from its last statusword."""
-        return od.state_of(self.statusword) if self.statusword >= 0 else "UNKNOWN"
+        return od.state_of(self.statusword)
 
     def fault(self) -> tuple[ErrorCode, str] | None:
         """The error that keeps this drive from moving (a drive fault, a silent drive, a failed bring-up)."""

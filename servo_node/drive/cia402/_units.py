@@ -52,7 +52,7 @@ def drive_view(s: Settings, sw: int, error_code: int, emcy: tuple[int, str] | No
                                     (od.SW_INTERNAL_LIMIT, "internal_limit"))
              if sw >= 0 and sw & bit and (bit != od.SW_FOLLOWING_ERROR or s.law == "position")]
     return {
-        "node": s.node_id, "state": od.state_of(sw) if sw >= 0 else "UNKNOWN", "sw": f"0x{sw:04X}" if sw >= 0 else None,
+        "node": s.node_id, "state": od.state_of(sw), "sw": f"0x{sw:04X}" if sw >= 0 else None,
         "mode": od.MODE_NAMES[od.MODE_OF_LAW[s.law]], "error_code": f"0x{error_code:04X}",
         "emcy": f"0x{emcy[0]:04X}" if emcy else None, "flags": flags,
         "id": f"0x{ident.vendor:08X}/0x{ident.product:08X}",

@@ -91,7 +91,7 @@ class Follower:
         """Why this follower cannot follow (its configuration); empty when it can."""
         self._clock = clock
         self._real_clock = real_clock
-        self._loop_now = loop_now  # The axis's clock: a sample's reception when it has no transport stamp to use.
+        self._now = loop_now  # The axis's clock: a sample's reception when it has no transport stamp to use.
         self._input: LeaderInput | None = None
         pinned = int(registers.real("servo.mimic.leader_node_id"))
         self.leader_node_id: int | None = None if pinned == LEADER_ANY else pinned
@@ -224,9 +224,6 @@ class Follower:
         self._input.state(state, received_at_s)  # The loop stops at its next tick if this is not OK.
         if self.on_state is not None:
             self.on_state()
-
-    def _now(self) -> float:
-        return self._loop_now()
 
     def _saw(self, src: int) -> None:
         if src not in self._seen and len(self._seen) >= SOURCES_MAX:

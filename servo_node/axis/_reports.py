@@ -105,8 +105,9 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
     replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement.
 
     Kept within a register string: the reference and measured positions keep their digits longest (a position
-    shown to 3 digits is no position): first the other numbers get fewer digits, then the least needed keys go
-    (``t``, ``limited``, ``over``), the positions keep at least 5 digits, and only then ``settled`` and ``stop``.
+    shown to 3 digits is no position): first the other numbers get fewer digits, then ``t`` and ``limited`` go,
+    the positions keep at least 5 digits, and only then ``over``, ``settled`` and ``stop`` go (how the last motion
+    ended: the tests and the compose checks judge them).
     """
     if s is None:
         return {"engaged": False}
@@ -137,8 +138,8 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         if _fits(doc):
             return doc
     optional = ("t", "limited", "over", "settled", "stop")  # Dropped in this order: the least needed first.
-    for state, other, droppable in ((7, 2, 3), (6, 2, 3), (5, 2, 3), (5, 2, 5), (4, 2, 5), (3, 2, 5)):
-        doc = build(state, other)  # Positions keep 5 digits longest; the rest go down to 2.
+    for state, other, droppable in ((7, 3, 2), (7, 2, 2), (6, 2, 2), (5, 2, 2), (5, 2, 5), (4, 2, 5), (3, 2, 5)):
+        doc = build(state, other)  # Positions keep 5 digits longest, the rest go down to 2, then keys go.
         for key in optional[:droppable]:
             if _fits(doc):
                 return doc

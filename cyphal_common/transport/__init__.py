@@ -47,6 +47,7 @@ from ._factory import (
     yakut_transport_expression,
 )
 from ._reassembly_guard import dropped_frames
+from ._transfer_ids import continue_after_restart
 from ._udp_multicast_media import DEFAULT_GROUP, DEFAULT_PORT, UDPMulticastMedia
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "UDPMulticastMedia",
     "UdpMulticastCanBus",
     "UdpmcIfaceError",
+    "continue_after_restart",
     "dropped_frames",
     "make_transport",
     "open_can_bus",

@@ -128,7 +128,7 @@ class Coordinator:
         import zubax.physics.dynamics
         import zubax.telega
 
-        from cyphal_common.transport import make_transport
+        from cyphal_common.transport import continue_after_restart, make_transport
 
         registry = pycyphal.application.make_registry(None, self._env)
         transport = make_transport(registry)
@@ -146,6 +146,7 @@ class Coordinator:
         for ax in self.axes:
             pub = pres.make_publisher(zubax.telega.ServoCommand_1_0, ax.setpoint)
             pub.priority = pycyphal.transport.Priority.HIGH
+            continue_after_restart(pub)  # A move run again at once must not be taken for a repeat of the last.
             self._pubs.append(pub)
             client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
             client.response_timeout = 1.0
@@ -159,6 +160,7 @@ class Coordinator:
 
             self._start_pub = pres.make_publisher(uavcan.time.SynchronizedTimestamp_1_0, self.start_subject)
             self._start_pub.priority = pycyphal.transport.Priority.HIGH
+            continue_after_restart(self._start_pub)
             self._timesync = TimeSync.of(node, "slave")  # The nodes' synchronized time, where a master is heard.
         # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,

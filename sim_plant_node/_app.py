@@ -50,6 +50,10 @@ STATUS_PERIOD_S = 1.0
 SUPERVISE_PERIOD_S = 0.02
 """How often the control timeout is checked."""
 
+STALL_S = 0.25
+"""A supervision round this late means the process itself did not run (a loaded host): the messages that arrived
+meanwhile are still queued, so they are heard before the control timeout is judged again."""
+
 _RATE = scalar(lambda x: x > 0.0, "> 0 [Hz]")
 
 SPECS: Mapping[str, RegisterSpec] = {
@@ -175,7 +179,7 @@ class SimPlantNode:
         value = int(msg.value)
         self._readiness = common.Readiness_0_1.STANDBY if value == 1 else value  # 1 is invalid: STANDBY.
         self._readiness_at = time.monotonic()
-        self._supervise(self._readiness_at)
+        self._supervise(self._readiness_at, judge_silence=False)
 
     async def _on_setpoint(self, msg: Any, _meta: pycyphal.transport.TransferFrom) -> None:
         now = time.monotonic()
@@ -194,10 +198,12 @@ class SimPlantNode:
             self._command = command
             if self._engaged:
                 self._plant.apply(command)
-        self._supervise(now)
+        self._supervise(now, judge_silence=False)
 
-    def _supervise(self, now: float) -> None:
-        """Engage or disengage from readiness and the control timeout."""
+    def _supervise(self, now: float, judge_silence: bool = True) -> None:
+        """Engage or disengage from readiness and the control timeout; the timeout only where ``judge_silence``
+        (the supervision loop, which hears what is queued first: a message handler after a stall of this process
+        would take the other port's queued messages for silence)."""
         fresh = now - self._readiness_at <= CONTROL_TIMEOUT_S and now - self._setpoint_at <= CONTROL_TIMEOUT_S
         engaged = fresh and self._readiness == common.Readiness_0_1.ENGAGED
         if engaged and not self._engaged:
@@ -210,14 +216,22 @@ class SimPlantNode:
                 # The controller's last word was STANDBY/SLEEP (however long ago): its decision, motor off now.
                 self._plant.passive()
                 _logger.info("Disengaged (readiness)")
+            elif not judge_silence:
+                return
             else:  # The controller is gone: bring the joint to rest before letting go.
                 bound = self._plant.quick_stop(self._quick_stop_deceleration)
                 _logger.info("Control timeout: quick stop (at most %.3f s), then passive", bound)
         self._engaged = engaged
 
     async def _supervise_loop(self) -> None:
+        last = time.monotonic()
         while True:
-            self._supervise(time.monotonic())
+            now = time.monotonic()
+            stalled, last = now - last > STALL_S, now
+            if stalled:  # Not the controller's silence but our own: hear what is queued first.
+                await asyncio.sleep(SUPERVISE_PERIOD_S)
+                continue
+            self._supervise(now)
             if self._own_health:
                 self._node.heartbeat_publisher.health = self.health(time.monotonic())
             await asyncio.sleep(SUPERVISE_PERIOD_S)

@@ -36,7 +36,7 @@ from ..errors import ErrorCode
 from . import _layout as L
 from ._layout import LoopArrays
 from ._link import compensated, restart_clock
-from ._stages import _set_error, start_stop
+from ._stop import set_error, start_stop
 
 SPEED_FACTOR = 2.0
 """No drive commanded within the envelope moves (or reports moving) faster than this times its velocity."""
@@ -119,7 +119,7 @@ def _fault(now: float, A: LoopArrays, reason: float) -> None:
     st[L.ST_FB_BAD] = reason
     st[L.ST_FB_LAST] = reason
     st[L.ST_FB_FAULTS] += 1.0
-    _set_error(st, _CODE[int(reason)])
+    set_error(st, _CODE[int(reason)])
     if st[L.ST_ENGAGED] == 0.0 or st[L.ST_MODE] == L.MODE_STOP:
         return  # Nothing moves, or the stop runs already (on, from now, the reference only).
     p, v = st[L.ST_FB_P], st[L.ST_FB_V]

@@ -1,5 +1,8 @@
-"""The node's side of mimic: writes the leader's samples and state into the loop's seqlocked ``lead`` array, and
-reads the loop's mimic report back (:class:`MimicSample`). The numerics are in :mod:`._mimic`."""
+"""The node's side of mimic: a thread-safe store of the leader's samples and state (the loop's seqlocked ``lead``
+array, :class:`LeaderInput`), and the loop's mimic report read back (:class:`MimicSample`).
+
+No mathematics here: it only copies numbers in and out under the seqlock; the relation, the extrapolation and
+the verdicts are all in :mod:`._mimic`."""
 
 from __future__ import annotations
 
@@ -11,19 +14,7 @@ import numpy as np
 
 from .._seqlock import read_seqlocked
 from . import _layout as L
-
-
-@dataclass(frozen=True)
-class Relation:
-    """``follower = multiplier · (leader − reference) + offset`` (SDFormat's mimic constraint)."""
-
-    multiplier: float = 1.0
-    offset: float = 0.0
-    reference: float = 0.0
-
-    def __call__(self, leader_position: float) -> float:
-        """The follower's position for a leader position."""
-        return self.multiplier * (leader_position - self.reference) + self.offset
+from ._mimic import Relation
 
 
 class LeaderInput:

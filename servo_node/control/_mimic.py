@@ -16,34 +16,26 @@ acceleration is fed forward near a speed limit, so the reference reaches it with
 runs at its limits and catches up jerk-limited when it can: ``MI_LAG`` and ``MI_LAG_COUNT`` say so.
 
 Two stages of the tick (:mod:`._kernel`): :func:`follow_leader` re-plans each tick and stops on a lost or failing
-leader (the stop itself is :mod:`._stages`'); it first gears in (:func:`gear_in`) when ``take_command`` took a mimic
-command this tick. The target frame the other stages read is in :mod:`._mimic_frame`. Pure numba on the loop's
-arrays.
+leader (the stop itself is :mod:`._stop`'s); it first gears in (:func:`gear_in`) when ``take_command`` took a mimic
+command this tick. The target frame the other stages read (:func:`sample_relative`) and the mimic fields of the
+published sample (:func:`publish_into`) are here too, as is the relation itself (:class:`Relation`): all of
+mimic's mathematics is this module. Pure numba on the loop's arrays; it imports no other stage than the stop, so
+:mod:`._stages` may import it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
 from .._seqlock import read_seqlocked
-from ..otg import plan_into, plan_velocity_into, profile_duration
+from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from . import _layout as L
 from ._layout import LoopArrays
-from ._mimic_frame import sample_relative
-from ._stages import (
-    E_INFEASIBLE,
-    E_NONE,
-    E_NUMERICAL,
-    _clearable,
-    _engage,
-    _set_error,
-    expired,
-    start_stop,
-    stop_from,
-)
+from ._stop import E_INFEASIBLE, E_NONE, E_NUMERICAL, clearable, engage, expired, set_error, start_stop, stop_from
 
 V_MARGIN = 1e-3
 """The clamped target velocity stays this fraction of the velocity range inside the limits (a valid plan)."""
@@ -53,6 +45,19 @@ LATENCY_MAX_S = 0.03
 
 A_FEED_MAX = 0.5
 """At most this fraction of the acceleration limit is fed forward; the relative plan keeps the rest."""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """``follower = multiplier · (leader − reference) + offset`` (SDFormat's mimic constraint)."""
+
+    multiplier: float = 1.0
+    offset: float = 0.0
+    reference: float = 0.0
+
+    def __call__(self, leader_position: float) -> float:
+        """The follower's position for a leader position."""
+        return self.multiplier * (leader_position - self.reference) + self.offset
 
 
 @njit(cache=True, nogil=True)
@@ -163,13 +168,13 @@ def gear_in(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
     out[L.O_DURATION] = profile_duration(A.prof)
     st[L.ST_PRE_BRAKE] = 0.0
     if status == 0:
-        _engage(st, L.MODE_MIMIC, now)
+        engage(st, L.MODE_MIMIC, now)
         st[L.ST_TRACK_MAX] = 0.0
         st[L.ST_SETTLED] = np.nan
-        if _clearable(st[L.ST_ERROR]):
+        if clearable(st[L.ST_ERROR]):
             st[L.ST_ERROR] = E_NONE
     else:
-        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
         if st[L.ST_ENGAGED] != 0.0:
             start_stop(now, A, p0, v0, a0)
 
@@ -202,8 +207,43 @@ def follow_leader(now: float, A: LoopArrays) -> None:
     st[L.ST_T0] = now
     A.out[L.O_DURATION] = profile_duration(A.prof)
     if status != 0:
-        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
         start_stop(now, A, ref[0], ref[1], ref[2])
         return
     t_m = m[L.M_T] - now if math.isfinite(m[L.M_T]) else 0.0
     mi[L.MI_ERROR] = relation_error(A, t_m)
+
+
+@njit(cache=True, nogil=True)
+def add_target(A: LoopArrays, t: float, out: np.ndarray) -> None:
+    """Add the target's state at ``t`` after the plan start (``ST_T0``) to a relative sample ``out[0:3]``."""
+    mi = A.mim
+    out[0] += mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
+    out[1] += mi[L.MI_V] + mi[L.MI_A] * t
+    out[2] += mi[L.MI_A]
+
+
+@njit(cache=True, nogil=True)
+def sample_relative(A: LoopArrays, t: float, out: np.ndarray) -> None:
+    """The reference at ``t`` after the plan start: the relative plan plus the target (mimic mode)."""
+    sample_into(A.prof, t, out)
+    add_target(A, t, out)
+
+
+@njit(cache=True, nogil=True)
+def publish_into(now: float, A: LoopArrays, following: bool) -> None:
+    """The mimic fields of ``out`` (inside the publisher's seqlock)."""
+    out, mi, st = A.out, A.mim, A.st
+    t = now - st[L.ST_T0]
+    if following:
+        out[L.O_MIM_TARGET] = mi[L.MI_P] + t * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t)
+        out[L.O_MIM_ERROR] = mi[L.MI_ERROR]
+    else:
+        out[L.O_MIM_TARGET] = np.nan
+        out[L.O_MIM_ERROR] = np.nan
+    out[L.O_MIM_LAG] = mi[L.MI_LAG] if following else 0.0
+    out[L.O_MIM_LAG_COUNT] = mi[L.MI_LAG_COUNT]
+    out[L.O_MIM_REASON] = mi[L.MI_REASON]
+    out[L.O_MIM_STOP_LATENCY] = mi[L.MI_STOP_LATENCY]
+    out[L.O_MIM_EXTRAP] = mi[L.MI_EXTRAP]
+    out[L.O_MIM_LEAD_AGE] = now - A.lead_c[L.LD_RX_T]

@@ -7,7 +7,7 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 
 - **envelope**: every command's limits are clipped into the envelope (``K_ENV_*``); a start that the command's
   own limits cannot bring back inside them without overshooting is first braked with the envelope's limits;
-- **deadman** (:func:`expired`, the one test): a command expires ``K_DEADMAN`` after the *reception* of its
+- **deadman** (:func:`._stop.expired`, the one test): a command expires ``K_DEADMAN`` after the *reception* of its
   setpoint; a setpoint already that old when the loop takes it is not applied; a follower's leader likewise;
 - **following error**: |p_ref − p| beyond ``K_FE_WINDOW`` for longer than ``K_FE_TIME`` is an error;
 - **the stop** (expiry, readiness loss, errors, close, restart): jerk-limited, at least as hard as ``K_STOP_A``/
@@ -15,10 +15,11 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
   reference and the joint disagree beyond the window; then it brakes the joint to zero velocity and holds it
   actively until it is at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks), and only then removes the
   force. A stop that does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive
-  keeps braking.
+  keeps braking. Its start, and the deadman test, are in :mod:`._stop` (mimic's stages use them too); its hold
+  to rest is here (:func:`reference`).
 
 Mimic's own stages (gear-in, following the leader) are in :mod:`._mimic`; here only the reference in the frame
-moving with the leader (:mod:`._mimic_frame`) and the hand-over of a mimic command.
+moving with the leader (:func:`._mimic.sample_relative`) and the hand-over of a mimic command.
 
 The control laws that follow the stages are in :mod:`._law`.
 """
@@ -31,36 +32,29 @@ import numpy as np
 from numba import njit
 
 from .._seqlock import begin_write, end_write, read_seqlocked
-from ..errors import ErrorCode
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
 from . import _link as link
-from . import _mimic_frame as mimic
+from . import _mimic as mimic
 from ._layout import LoopArrays
-
-E_NONE = float(ErrorCode.NONE)
-E_INFEASIBLE = float(ErrorCode.INFEASIBLE)
-E_NUMERICAL = float(ErrorCode.NUMERICAL_FAILURE)
-E_DRIVE_LOST = float(ErrorCode.DRIVE_LOST)
-E_FOLLOWING = float(ErrorCode.FOLLOWING_ERROR)
-E_STOP_TIMEOUT = float(ErrorCode.STOP_TIMEOUT)
-E_FB_FIRST = float(ErrorCode.FEEDBACK_NOT_FINITE)
-E_FB_LAST = float(ErrorCode.FEEDBACK_STAMP)
-
-
-@njit(cache=True, nogil=True)
-def expired(age: float, cfg: np.ndarray) -> bool:
-    """The deadman, the one test every stage uses: a command (or the leader's latest sample) older than
-    ``K_DEADMAN`` since its reception has expired; an unknown age (NaN) too."""
-    return not age <= cfg[L.K_DEADMAN]
-
-
-@njit(cache=True, nogil=True)
-def _clearable(e: float) -> bool:
-    """An error a new plan ends: its setpoint's own (infeasible, numerical), a following error, a feedback fault
-    (the plan is only taken once the feedback is trusted again)."""
-    return e == E_INFEASIBLE or e == E_NUMERICAL or e == E_FOLLOWING or E_FB_FIRST <= e <= E_FB_LAST
+from ._stop import (
+    E_DRIVE_LOST,
+    E_FB_FIRST,
+    E_FB_LAST,
+    E_FOLLOWING,
+    E_INFEASIBLE,
+    E_NONE,
+    E_NUMERICAL,
+    E_STOP_TIMEOUT,
+    clearable,
+    disengage,
+    engage,
+    expired,
+    set_error,
+    start_stop,
+    stop_from,
+)
 
 
 @njit(cache=True, nogil=True)
@@ -70,14 +64,6 @@ def _sample_ref(A: LoopArrays, t: float, out: np.ndarray) -> None:
         mimic.sample_relative(A, t, out)
     else:
         sample_into(A.prof, t, out)
-
-
-@njit(cache=True, nogil=True)
-def _set_error(st: np.ndarray, code: float) -> None:
-    """Raise an error (counted once per change)."""
-    if st[L.ST_ERROR] != code:
-        st[L.ST_ERROR] = code
-        st[L.ST_ERROR_COUNT] += 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -91,13 +77,6 @@ def _recoverable(v: float, a: float, v_min: float, v_max: float, a_min: float, a
     v_settle = v + 0.5 * a * abs(a) / j
     vtol = 1e-9 * (v_max - v_min) + 1e-12
     return ok_a and v_min - vtol <= v_settle <= v_max + vtol
-
-
-@njit(cache=True, nogil=True)
-def _engage(st: np.ndarray, mode: float, now: float) -> None:
-    st[L.ST_MODE] = mode
-    st[L.ST_T0] = now
-    st[L.ST_ENGAGED] = 1.0
 
 
 @njit(cache=True, nogil=True)
@@ -115,7 +94,7 @@ def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> N
         vt = min(max(v_settle, v_min), v_max)
         plan_velocity_into(p0, v0, a0, vt, -env_a, env_a, env_j, A.prof)
         st[L.ST_PRE_BRAKE] = 1.0
-        _engage(st, act[L.C_MODE], now)
+        engage(st, act[L.C_MODE], now)
         return
     st[L.ST_PRE_BRAKE] = 0.0
     if velocity_mode:
@@ -129,55 +108,17 @@ def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> N
     out[L.O_REPAIRED] = repaired
     out[L.O_DURATION] = profile_duration(A.prof)
     if status == 0:
-        _engage(st, act[L.C_MODE], now)
+        engage(st, act[L.C_MODE], now)
         st[L.ST_TRACK_MAX] = 0.0
         st[L.ST_SETTLED] = np.nan
         st[L.ST_PLAN_P0] = p0
         st[L.ST_OVERSHOOT] = 0.0
-        if _clearable(st[L.ST_ERROR]):
+        if clearable(st[L.ST_ERROR]):
             st[L.ST_ERROR] = E_NONE
     else:
-        _set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
+        set_error(st, E_INFEASIBLE if status == 1 else E_NUMERICAL)
         if st[L.ST_ENGAGED] != 0.0:
             start_stop(now, A, p0, v0, a0)
-
-
-@njit(cache=True, nogil=True)
-def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
-    """Begin the stop from (p0, v0, a0); see the module docstring. Its bound is fixed here, up front."""
-    cfg, st, act = A.cfg, A.st, A.act
-    a_s = min(max(cfg[L.K_STOP_A], st[L.ST_DECEL]), cfg[L.K_ENV_A])
-    j_s = min(max(cfg[L.K_STOP_J], st[L.ST_JERK]), cfg[L.K_ENV_J])
-    plan_velocity_into(p0, v0, a0, 0.0, -a_s, a_s, j_s, A.prof)
-    st[L.ST_MODE] = L.MODE_STOP
-    st[L.ST_T0] = now
-    st[L.ST_STOP_T0] = now
-    st[L.ST_STOP_TOOK] = np.nan
-    st[L.ST_STOP_PLANNED] = profile_duration(A.prof)
-    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX] + (cfg[L.K_REST_TICKS] + 1.0) * cfg[L.K_PERIOD]
-    st[L.ST_REST_TICKS] = 0.0
-    st[L.ST_PRE_BRAKE] = 0.0
-    st[L.ST_FLIM] = cfg[L.K_ENV_F]  # A stop may use the envelope's force, whatever the last setpoint allowed.
-    act[L.C_MODE] = L.MODE_STOP
-
-
-@njit(cache=True, nogil=True)
-def _disengage(st: np.ndarray) -> None:
-    st[L.ST_MODE] = L.MODE_DISENGAGE
-    st[L.ST_ENGAGED] = 0.0
-    st[L.ST_PRE_BRAKE] = 0.0
-
-
-@njit(cache=True, nogil=True)
-def stop_from(now: float, A: LoopArrays) -> None:
-    """Start the stop from the reference, or from the measured state when they disagree beyond the window."""
-    out, m = A.out, A.meas
-    if abs(out[L.O_PREF] - m[L.M_P]) > A.cfg[L.K_FE_WINDOW] or m[L.M_FRESH] != 1.0:
-        if m[L.M_FRESH] == 1.0:
-            env_a = A.cfg[L.K_ENV_A]
-            start_stop(now, A, m[L.M_P], m[L.M_V], min(max(m[L.M_A], -env_a), env_a))
-            return
-    start_stop(now, A, out[L.O_PREF], out[L.O_VREF], out[L.O_AREF])
 
 
 @njit(cache=True, nogil=True)
@@ -186,7 +127,7 @@ def supervise_drive(now: float, A: LoopArrays) -> None:
     st, fresh = A.st, A.meas[L.M_FRESH]
     if fresh == 0.0:
         if st[L.ST_ERROR] != E_DRIVE_LOST:
-            _set_error(st, E_DRIVE_LOST)
+            set_error(st, E_DRIVE_LOST)
             if st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] != L.MODE_STOP:
                 start_stop(now, A, A.out[L.O_PREF], A.out[L.O_VREF], A.out[L.O_AREF])
     elif fresh == 1.0 and st[L.ST_ERROR] == E_DRIVE_LOST:
@@ -300,7 +241,7 @@ def take_command(now: float, A: LoopArrays) -> None:
         if engaged and st[L.ST_MODE] != L.MODE_STOP:
             stop_from(now, A)
     elif mode == L.MODE_DISENGAGE:
-        _disengage(st)
+        disengage(st)
 
 
 @njit(cache=True, nogil=True)
@@ -344,7 +285,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
         if math.isnan(st[L.ST_FE_SINCE]):
             st[L.ST_FE_SINCE] = now
         elif now - st[L.ST_FE_SINCE] > cfg[L.K_FE_TIME]:
-            _set_error(st, E_FOLLOWING)
+            set_error(st, E_FOLLOWING)
             st[L.ST_FE_SINCE] = np.nan
             stop_from(now, A)
     else:
@@ -396,11 +337,11 @@ def reference(now: float, A: LoopArrays) -> bool:
                 st[L.ST_STOP_TOOK] = now - st[L.ST_STOP_T0]
                 if st[L.ST_ERROR] == E_STOP_TIMEOUT:
                     st[L.ST_ERROR] = E_NONE
-                _disengage(st)
+                disengage(st)
             else:
                 unseen = st[L.ST_ERROR] == E_DRIVE_LOST or E_FB_FIRST <= st[L.ST_ERROR] <= E_FB_LAST
                 if now - st[L.ST_STOP_T0] > st[L.ST_STOP_BOUND] and not unseen:
-                    _set_error(st, E_STOP_TIMEOUT)  # A silent or distrusted drive's rest can't be seen.
+                    set_error(st, E_STOP_TIMEOUT)  # A silent or distrusted drive's rest can't be seen.
                 braking = True
     if st[L.ST_ENGAGED] == 0.0:
         ref[0] = m[L.M_P]

@@ -1,0 +1,210 @@
+"""An axis's supervision: the edges it acts on and the messages it publishes on its own.
+
+Each pass (:meth:`Supervision.supervise`, every :data:`SUPERVISE_PERIOD_S` from the node's one supervision task)
+reports a fault the loop counted once, holds a drive's own fault until a re-arm, ends a drive-lost error when the
+drive reports again, lets the gate's timeouts stop the loop (a follower's: after the loop's own lost-leader stop)
+and logs a state change once. ``status`` and ``dynamics`` go out when due, ``feedback`` from its own task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pycyphal
+import zubax.service.actuator
+from pycyphal.application.heartbeat_publisher import Health
+
+from ..arming import ServoState
+from ..control import LoopSample
+from ..control import _layout as L
+from ..diagnostics import Severity
+from ..errors import ErrorCode
+from ._reports import dynamics_message, feedback_message, status_message
+from ._setpoints import SetpointPath
+from ._state import AxisState
+
+SUPERVISE_PERIOD_S = 0.01
+"""How often the gate's timeouts and the loop's faults are looked at [second]."""
+
+REARM_POLL_S = 0.2
+"""While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""
+
+LOST_LEADER_GRACE_S = 0.05
+"""A follower's gate expires on the same leader samples the loop judges a lost leader by: the loop stops on its
+own (and says why) within a tick or two; the gate stops it only if it has not within this [second]."""
+
+_logger = logging.getLogger(__name__)
+
+
+class Supervision:
+    """The supervision of one axis: its edges (:meth:`supervise`), ``status``, ``dynamics`` and ``feedback``.
+
+    :param path: the axis's setpoint path (a staged start that lapsed is refused through it).
+    :param pubs: the axis's configured publications by name (``feedback``, ``status``, ``dynamics``).
+    :param health: the axis's health (for ``feedback``).
+    """
+
+    def __init__(
+        self,
+        state: AxisState,
+        path: SetpointPath,
+        pubs: dict[str, pycyphal.presentation.Publisher[Any]],
+        health: Callable[[], Health],
+    ) -> None:
+        self._s = state
+        self._path = path
+        self.pubs = pubs
+        self._health = health
+        self._drive_fault: tuple[ErrorCode, str] | None = None
+        self._rearm_count = state.registers.real("servo.drive.rearm")
+        self._rearm_check_at = 0.0
+        self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
+        self._dynamics_period = math.inf
+        self._seen_error_count = 0
+        self._backstop_at = math.inf
+        self._state = state.gate.update(state.now())
+
+    def start(self) -> None:
+        """The loop runs: supervision, ``status`` and ``dynamics`` are due from now on."""
+        now = time.monotonic()
+        self._next_supervise = self._next_status = now
+        dynamics_rate = self._s.registers.real("servo.dynamics_rate")
+        self._dynamics_period = 1.0 / dynamics_rate
+        self._next_dynamics = now if "dynamics" in self.pubs else math.inf  # Nothing to build without the port.
+
+    def supervise(self) -> LoopSample:
+        """Act on edges: a fault the loop counted, a drive that reports again, the gate's timeouts."""
+        st = self._s
+        loop = st.started_loop()
+        now = st.now()
+        s = st.last_sample = loop.sample()
+        gate = st.gate
+        if s.error_count > self._seen_error_count:
+            self._seen_error_count = s.error_count
+            if s.error is not ErrorCode.NONE:
+                code = s.error
+                if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
+                    st.failed_setpoint = st.setpoint
+                gate.on_error(code.text, code)
+                st.diag.report(f"{st.names.label}servo error: {code.text}")
+                # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
+        drive_fault = self._supervise_drive()
+        if drive_fault is not None:
+            pass  # The drive's own report holds the error until a re-arm.
+        elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
+            if gate.update(now) is ServoState.ERROR:
+                gate.on_recovered("the drive reports again; waiting for a setpoint")
+                st.diag.report(f"{st.names.label}drive feedback restored", Severity.INFO)
+        if st.follower is not None:
+            st.follower.supervise(now)
+        self._report_peers()
+        if st.staging is not None and (lapsed := st.staging.lapsed(now)) is not None:
+            self._path.refuse_start(lapsed)
+        state = gate.update(now)
+        following = s.engaged and s.mode == L.MODE_MIMIC
+        if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
+            if state is ServoState.EXPIRED and following:
+                self._backstop_at = now + LOST_LEADER_GRACE_S  # The loop's own lost-leader stop comes first.
+            else:
+                loop.stop(immediate=st.registers.flag("servo.stop.disengage_immediately"))
+        if now >= self._backstop_at:
+            self._backstop_at = math.inf
+            if following and state is not ServoState.ENGAGED:
+                loop.stop(immediate=st.registers.flag("servo.stop.disengage_immediately"))
+        if state is not self._state:
+            _logger.info("%sServo %s -> %s: %s", st.names.label, self._state, state, gate.reason)
+            self._state = state
+            st.feedback_due.set()
+        return s
+
+    def _report_peers(self) -> None:
+        """What the pinned peers' guards noticed: the drive's (always), the time master's (node-wide, while a
+        follower or a staged start depends on synchronized time)."""
+        st = self._s
+        for note in st.drive.take_notes() if st.drive is not None else []:
+            st.diag.report(f"{st.names.label}{note}")
+        notes = st.timesync.take_notes()
+        if st.follower is not None or st.staging is not None:
+            for note in notes:
+                st.diag.report(note)
+
+    def _supervise_drive(self) -> tuple[ErrorCode, str] | None:
+        """The drive's own reports: its warnings to the diagnostics; its fault (code and text) as the axis's error
+        (once per fault), cleared only by an explicit re-arm (:meth:`~servo_node.axis.Axis.rearm`)."""
+        st = self._s
+        drive = st.drive
+        if drive is None:
+            return None
+        for note in drive.events():
+            st.diag.report(f"{st.names.label}drive: {note}")
+        fault = drive.fault()
+        if fault is not None and time.monotonic() >= self._rearm_check_at:
+            self._rearm_check_at = time.monotonic() + REARM_POLL_S
+            count = st.registers.real("servo.drive.rearm")
+            if count != self._rearm_count:  # The user wrote servo.drive.rearm: the same as the re-arm command.
+                self._rearm_count = count
+                drive.rearm()
+        if fault is not None and (fault != self._drive_fault or st.gate.error_code is not fault[0]):
+            # Also when an error of the loop took its place: a drive that never answered (a failed bring-up) is
+            # silent too, and the loop's drive-lost must not hide the drive's own reason.
+            st.gate.on_error(fault[1], fault[0])
+            if fault != self._drive_fault:
+                st.diag.report(f"{st.names.label}servo error: {fault[1]}")
+        elif fault is None and self._drive_fault is not None and st.gate.error_code is self._drive_fault[0]:
+            st.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
+            st.diag.report(f"{st.names.label}drive fault cleared", Severity.INFO)
+        self._drive_fault = fault
+        return fault
+
+    async def supervise_due(self, now: float, slack: float = 0.0) -> float:
+        """One pass of the periodic work (see :meth:`~servo_node.axis.Axis.supervise_due`); returns when this axis
+        is due next [second, ``time.monotonic``]."""
+        st = self._s
+        try:
+            s = None
+            if now + slack >= self._next_supervise:
+                s = self.supervise()
+                self._next_supervise = now + SUPERVISE_PERIOD_S
+            if now + slack >= self._next_status:
+                self._next_status = max(self._next_status + 1.0, now)
+                pub = self.pubs.get("status")
+                if pub is not None:
+                    await pub.publish(self._status_message(s if s is not None else st.started_loop().sample()))
+            if now >= self._next_dynamics:
+                self._next_dynamics = max(self._next_dynamics + self._dynamics_period, now)
+                s = s if s is not None else st.started_loop().sample()
+                await self.pubs["dynamics"].publish(
+                    dynamics_message(s, st.loop_clock == "real", st.timesync.offset_s))
+        except pycyphal.transport.ResourceClosedError:
+            raise
+        except Exception:  # A bug here must not end supervision: log it and keep going.
+            _logger.exception("%sSupervision failed", st.names.label)
+        return min(self._next_supervise, self._next_status, self._next_dynamics)
+
+    async def feedback_task(self) -> None:
+        """``feedback`` right after each applied setpoint and state change, and at least once per second."""
+        st = self._s
+        try:
+            while not st.closed:  # Also ends it if a cancellation was swallowed inside a publish.
+                try:
+                    await asyncio.wait_for(st.feedback_due.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                st.feedback_due.clear()
+                engaged = st.gate.update(st.now()) is ServoState.ENGAGED
+                await self.pubs["feedback"].publish(
+                    feedback_message(engaged, self._health(), st.started_loop().sample().demand_factor))
+        except (asyncio.CancelledError, pycyphal.transport.ResourceClosedError):
+            pass
+
+    def _status_message(self, s: LoopSample) -> zubax.service.actuator.Status_1_0:
+        """``status`` from the loop's sample ``s``, the gate and the error counts."""
+        st = self._s
+        errors = st.counters.setpoints_rejected + st.registry.refused_writes + s.error_count
+        in_error = st.gate.update(st.now()) is ServoState.ERROR
+        return status_message(s, st.gate.error_code, in_error, errors)

@@ -95,23 +95,42 @@ Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends 
     return _run(registry, env)
 
 
+def _compile_otg() -> None:
+    """The OTG's kernels (a warm-up task of its own process)."""
+    from ..otg import plan
+
+    plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0).at(0.5)
+
+
+def _compile_plant() -> None:
+    """The simulated joint's kernels (a warm-up task of its own process)."""
+    from sim_plant import Joint, JointParams
+
+    Joint(JointParams()).step(0.001)
+
+
 def _warmup() -> int:
-    """Fill the caches so that the first start of a node (or a test run) does not compile."""
+    """Fill the caches so that the first start of a node (or a test run) does not compile.
+
+    The DSDL, the OTG and the joint do not depend on each other: they compile in processes of their own, as many at
+    once as there are cores; the control loop, which calls the OTG and the joint, then finds them in the cache."""
+    import os
     import time
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
 
     from cyphal_common import dsdl
 
     t0 = time.monotonic()
-    dsdl.ensure_compiled()
-    from sim_plant import Joint, JointParams
+    with ProcessPoolExecutor(min(3, os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
+        for task in [pool.submit(f) for f in (_compile_otg, _compile_plant, dsdl.ensure_compiled)]:
+            task.result()
+    from sim_plant import JointParams
 
     from ..control import ControlLoop, ControlThread, LoopConfig
     from ..drive import SimDrive
-    from ..otg import plan
     from ..setpoint import ProfileLimits, Setpoint
 
-    plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0).at(0.5)
-    Joint(JointParams()).step(0.001)
     for law in ("velocity", "torque"):
         loop = ControlLoop(LoopConfig(law=law), SimDrive(JointParams()), clock="simulated")
         loop.start()

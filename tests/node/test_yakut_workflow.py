@@ -140,7 +140,7 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
     db = tmp_path / "servo.db"
     env = base_env(UAVCAN__NODE__ID=str(OTHER), SERVO__PROFILE__JERK="200")
     with _node(env, db, OTHER):
-        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 200.0
+        assert _obs().read("servo.profile.jerk") == [200.0]
         assert float(y("r", str(OTHER), "servo.profile.jerk", "300", env=env)) == 300.0
         # Refused: not positive, not finite, wrong signs. The old value stays.
         assert float(y("r", str(OTHER), "servo.profile.jerk", "--", "-5", env=env)) == 300.0
@@ -148,7 +148,7 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
         assert counters()["refused_writes"] == 2
         assert json.loads(y("-j", "r", str(OTHER), "servo.profile.velocity", "--", "-3", "4", env=env)) == [-3.0, 4.0]
         restart(env, OTHER)
-        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 300.0  # Not re-applied from the environment.
+        assert _obs().read("servo.profile.jerk") == [300.0]  # Not re-applied from the environment.
         out = y("-j", "cmd", str(OTHER), "123", env=env, check=False)  # yakut exits 100 on a non-success status.
         assert json.loads(out)["status"] == 3  # STATUS_BAD_COMMAND
         out = y("-j", "cmd", str(OTHER), "store_persistent_states", env=env)
@@ -159,9 +159,9 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
         before = counters()["restarts"]
         assert json.loads(y("-j", "cmd", str(OTHER), "factory_reset", env=env))["status"] == 0
         wait_for(lambda: counters()["restarts"] == before + 1, timeout=60, what="restart after FACTORY_RESET")
-        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 200.0  # Default, then the environment.
-        assert float(y("r", str(OTHER), "servo.deadman_timeout", env=env)) == 0.5
+        assert _obs().read("servo.profile.jerk") == [200.0]  # Default, then the environment.
+        assert _obs().read("servo.deadman_timeout") == [0.5]
     env.pop("SERVO__PROFILE__JERK")
-    with servo_node(env, db, OTHER):  # A new process over the same register file.
-        assert float(y("r", str(OTHER), "servo.profile.jerk", env=env)) == 300.0
-        assert json.loads(y("-j", "r", str(OTHER), "servo.profile.velocity", env=env)) == [-3.0, 4.0]
+    with _node(env, db, OTHER):  # A new process over the same register file.
+        assert _obs().read("servo.profile.jerk") == [300.0]
+        assert _obs().read("servo.profile.velocity") == [-3.0, 4.0]

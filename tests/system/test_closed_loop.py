@@ -76,11 +76,11 @@ def test_embedded_move_with_yakut(tmp_path: Path) -> None:
         y("r", str(NODE), "servo.profile.velocity", "--", "-40", "40", env=env)
         y("r", str(NODE), "servo.profile.acceleration", "--", "-80", "80", env=env)
         y("r", str(NODE), "servo.profile.jerk", "1000", env=env)
-        rate = float(y("r", str(NODE), "servo.loop_rate", env=env))
+        (rate,) = _reader(env).read("servo.loop_rate")
         with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "100"):
             m = wait_for(lambda: isinstance((m := motion(env))["settled"], float) and m, timeout=60, what="arrival")
             # The reference at full precision (sys.motion rounds it): the target, at rest.
-            assert json.loads(y("-j", "r", str(NODE), "sys.reference", env=env)) == [100.0, 0.0, 0.0]
+            assert _reader(env).read("sys.reference") == [100.0, 0.0, 0.0]
         final = m["meas"][0]
         print(
             f"embedded: planned {m['plan']['T']} s, settled after {m['settled']} s, "

@@ -2,6 +2,9 @@
 
 Port registers (``uavcan.{pub,sub}.<port>.id``/``.type``) are created by pycyphal when the port is resolved;
 the ports are listed in :data:`PORTS`. The standard ``uavcan.*`` transport and node registers are pycyphal's.
+The ``sys.*`` report registers are read-only views computed on each read: their names are :data:`REPORTS` (those of
+every axis) and :data:`FOLLOWER_REPORTS` (a follower's too), served by ``axis/_views.py`` under those names, and
+the last column names the function that builds each.
 
 =====================================  ============  ==================  ===============================================
 Register                               Type          Default             Meaning
@@ -90,7 +93,29 @@ Register                               Type          Default             Meaning
                                                                          table of
                                                                          :mod:`cyphal_common.joint_registers` that
                                                                          ``sim-plant`` declares too
-``sys.status``                         string (ro)   —                   JSON: node and servo state, see README
+``sys.status``                         string (ro)   —                   JSON: servo state, active target and limits,
+                                                                         error code and reason, pinned peers, a
+                                                                         follower's lag (``axis/_reports.status_view``)
+``sys.motion``                         string (ro)   —                   JSON: reference and measured state, the plan,
+                                                                         settling, the last stop, a bus drive's link,
+                                                                         engagement (``axis/_reports.motion_view``)
+``sys.reference``                      real64[3]     —                   the reference [p, v, a] at full precision while
+                                       (ro)                              engaged, else NaN
+                                                                         (``axis/_reports.reference_view``)
+``sys.counters``                       string (ro)   —                   JSON: setpoint intake counts, refused writes,
+                                                                         restarts (``axis/_reports.counters_view``)
+``sys.events``                         string (ro)   —                   JSON: coordinated starts, dropped frames, loop
+                                                                         errors, feedback faults, clipped commands,
+                                                                         foreign drive messages, time master changes,
+                                                                         uptime (``axis/_reports.events_view``)
+``sys.drive``                          string (ro)   —                   JSON: the drive's own state, ``{}`` if the
+                                                                         backend has none (its ``Drive.view``, e.g.
+                                                                         ``drive/cia402/_units.drive_view``)
+``sys.last_rejection``                 string (ro)   —                   why the last setpoint was rejected (text, set
+                                                                         by ``axis/_intake.py``)
+``sys.mimic``                          string (ro)   —                   a follower only; JSON: leader, relation,
+                                                                         target, error, lag, why following ended
+                                                                         (``axis/_follower.Follower.view``)
 =====================================  ============  ==================  ===============================================
 
 A write that breaks a constraint, is not finite, cannot be converted to the register's type, or (application
@@ -166,6 +191,19 @@ PORTS: Mapping[str, str] = {
 }
 """Every port the node may use (the backends' own included) and its type; configure with
 ``uavcan.<pub|sub>.<name>.id`` (65535 = off)."""
+
+SYS_STATUS = "sys.status"
+SYS_MOTION = "sys.motion"
+SYS_REFERENCE = "sys.reference"
+SYS_COUNTERS = "sys.counters"
+SYS_EVENTS = "sys.events"
+SYS_DRIVE = "sys.drive"
+SYS_LAST_REJECTION = "sys.last_rejection"
+SYS_MIMIC = "sys.mimic"
+REPORTS = (SYS_STATUS, SYS_MOTION, SYS_REFERENCE, SYS_COUNTERS, SYS_EVENTS, SYS_DRIVE, SYS_LAST_REJECTION)
+"""The read-only ``sys.*`` report registers every axis serves (see the module docstring for what each holds)."""
+FOLLOWER_REPORTS = (SYS_MIMIC,)
+"""The ``sys.*`` report registers a follower (mimic) serves besides :data:`REPORTS`."""
 
 _POSITIVE = scalar(lambda x: x > 0, "> 0")
 _NONNEGATIVE = scalar(lambda x: x >= 0, ">= 0")

@@ -1,5 +1,9 @@
 """The motor of a joint: the Webots controller's target velocity Vc, the velocity constraint with its force limit
 (and static friction for a passive joint), the substep length it needs, and the hard stops.
+
+Shared with the coupled arm's motors (:mod:`sim_plant.arm_motors`): the position-control law
+:func:`position_vc` on plain floats (and :func:`~sim_plant._layout.clip`), which the single joint's
+:func:`webots_vc` uses too. The functions taking ``params``/``state`` are the single joint's array layout.
 """
 
 from __future__ import annotations
@@ -32,6 +36,12 @@ from ._layout import (
 
 
 # ---- controller ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def position_vc(p: float, target: float, q: float, vmax: float) -> float:
+    """Position control's target velocity: Vc = P·(target − q) clipped to ±vmax (vmax = |Vd| ≥ 0)."""
+    return clip(p * (target - q), -vmax, vmax)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def webots_vc(
     target: float, vd: float, lo: float, hi: float, p: float, a: float, vc_prev: float, q: float, h: float
@@ -46,13 +56,13 @@ def webots_vc(
     if math.isinf(target):
         direction = (1.0 if target > 0.0 else -1.0) * (1.0 if vd >= 0.0 else -1.0)
         if limited:
-            vc = clip(p * ((hi if direction > 0.0 else lo) - q), -vmax, vmax)
+            vc = position_vc(p, hi if direction > 0.0 else lo, q, vmax)
         else:
             vc = direction * vmax
     else:
         if limited:
             target = clip(target, lo, hi)
-        vc = clip(p * (target - q), -vmax, vmax)
+        vc = position_vc(p, target, q, vmax)
     if a >= 0.0:
         vc = vc_prev + clip(vc - vc_prev, -a * h, a * h)
     return vc

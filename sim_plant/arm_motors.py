@@ -1,9 +1,13 @@
 """Webots motors on the coupled arm: each of the three joints in position, velocity or force control, one plant.
 
-The single joint's motor (``sim_plant._kernels``) is a velocity constraint with a force limit; here the three
-constraints act on the coupled arm of :mod:`sim_plant.arm` together. Every substep h (≤ :data:`MAX_SUBSTEP_S`):
+The motor law is the single joint's (:mod:`sim_plant._motor`): a velocity constraint with a force limit, whose
+target velocity in position control is :func:`sim_plant._motor.position_vc` and whose control modes and substep bound
+are :mod:`sim_plant._layout`'s. Here the three constraints act on the coupled arm of :mod:`sim_plant.arm` together;
+what is the arm's own is the box-constrained problem, the RK4 integration and the motor columns. Every substep h
+(≤ :data:`MAX_SUBSTEP_S`):
 
-* each motor's target velocity Vc: position control ``Vc = P·(Pt − q)`` clipped to ±|Vd|, velocity control Vd;
+* each motor's target velocity Vc: position control ``Vc = P·(Pt − q)`` clipped to ±|Vd| (``position_vc``),
+  velocity control Vd (stored with the sign of the infinite target applied, see :meth:`ArmPlant.set_velocity`);
 * the motor torques u are those that bring the joint velocities to Vc at the end of the substep, q̇ + h·A⁻¹·(u + f
   − C − g) = Vc, each within ±Fm (the available motor force; 0 = passive, force control = the commanded force f
   only). With A's block structure the base is a scalar problem and the shoulder–elbow pair a 2×2 box-constrained
@@ -11,9 +15,10 @@ constraints act on the coupled arm of :mod:`sim_plant.arm` together. Every subst
   the best of the four edges' optima) — as ODE's joint motors, an LCP, for three joints;
 * u + f is held over the substep and the arm integrated by RK4.
 
-No acceleration limit and no friction (the arm model has none). Pure numerics. The kernel calls
-:mod:`sim_plant.arm`'s cached kernels: after a change there, its numba cache is stale (see ``sim_plant._kernels``;
-``servo_node._kernel_cache`` drops the caches of changed sources at the entry points and in the tests).
+No acceleration limit, no soft limits and no friction (the arm model has none). Pure numerics. The kernel calls and
+inlines :mod:`sim_plant.arm`'s and :mod:`sim_plant._motor`'s cached kernels: after a change there, its numba cache
+is stale (numba checks only the defining file); ``servo_node._kernel_cache`` hashes every ``sim_plant`` source and
+drops the caches at the entry points and in the tests.
 """
 
 from __future__ import annotations
@@ -27,12 +32,15 @@ import numpy.typing as npt
 from numba import njit
 
 from sim_plant import arm
+from sim_plant._layout import MAX_SUBSTEP_S as MAX_SUBSTEP_S
+from sim_plant._layout import MODE_FORCE as MODE_FORCE
+from sim_plant._layout import MODE_POSITION as MODE_POSITION
+from sim_plant._layout import MODE_VELOCITY as MODE_VELOCITY
+from sim_plant._layout import clip
+from sim_plant._motor import position_vc
 from sim_plant.arm import ArmParams
 
 FloatArray = npt.NDArray[np.float64]
-
-MAX_SUBSTEP_S = 1e-3
-"""Longest internal substep [s]."""
 
 # ---- motor columns (motors[3, N_M]) -------------------------------------------------------------------------------
 M_MODE = 0  # MODE_POSITION, MODE_VELOCITY or MODE_FORCE
@@ -43,15 +51,6 @@ M_P = 4  # P gain [1/s]
 M_FORCE = 5  # commanded torque of force control [N·m]
 M_FEEDBACK = 6  # motor torque of the last substep [N·m] (0 in force control)
 N_M = 7
-MODE_POSITION = 0.0
-MODE_VELOCITY = 1.0
-MODE_FORCE = 2.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _clip(x: float, lim: float) -> float:
-    """x clipped to ±lim."""
-    return -lim if x < -lim else (lim if x > lim else x)
 
 
 @njit(cache=True, nogil=True)
@@ -66,10 +65,10 @@ def _box2(h11: float, h12: float, h22: float, r1: float, r2: float, f1: float, f
     for edge in range(4):
         if edge < 2:  # u2 on a bound, u1 optimal along it
             v2 = f2 if edge == 0 else -f2
-            v1 = _clip((r1 - h12 * v2) / h11, f1)
+            v1 = clip((r1 - h12 * v2) / h11, -f1, f1)
         else:
             v1 = f1 if edge == 2 else -f1
-            v2 = _clip((r2 - h12 * v1) / h22, f2)
+            v2 = clip((r2 - h12 * v1) / h22, -f2, f2)
         cost = 0.5 * (h11 * v1 * v1 + 2.0 * h12 * v1 * v2 + h22 * v2 * v2) - r1 * v1 - r2 * v2
         if cost < best:
             best, b1, b2 = cost, v1, v2
@@ -78,9 +77,9 @@ def _box2(h11: float, h12: float, h22: float, r1: float, r2: float, f1: float, f
 
 @njit(cache=True, nogil=True)
 def _target_velocity(motors: FloatArray, i: int, q: float) -> float:
-    """Vc of motor i at position q."""
+    """Vc of motor i at position q (the single joint's law without soft limits and acceleration limit)."""
     if motors[i, M_MODE] == MODE_POSITION:
-        return _clip(motors[i, M_P] * (motors[i, M_TARGET] - q), abs(motors[i, M_VELOCITY]))
+        return position_vc(motors[i, M_P], motors[i, M_TARGET], q, abs(motors[i, M_VELOCITY]))
     return motors[i, M_VELOCITY]
 
 
@@ -106,7 +105,7 @@ def step_motors(k: FloatArray, motors: FloatArray, x: FloatArray, tau: FloatArra
         v01 = x[3] + h * b1 / a11
         v02 = x[4] + h * (i22 * b2 + i23 * b3)
         v03 = x[5] + h * (i23 * b2 + i33 * b3)
-        u1 = _clip((_target_velocity(motors, 0, x[0]) - v01) * a11 / h, lim1)
+        u1 = clip((_target_velocity(motors, 0, x[0]) - v01) * a11 / h, -lim1, lim1)
         u2, u3 = _box2(h * i22, h * i23, h * i33, _target_velocity(motors, 1, x[1]) - v02,
                        _target_velocity(motors, 2, x[2]) - v03, lim2, lim3)
         motors[0, M_FEEDBACK], motors[1, M_FEEDBACK], motors[2, M_FEEDBACK] = u1, u2, u3
@@ -171,7 +170,8 @@ class ArmPlant:
     def set_velocity(self, i: int, velocity: float) -> None:
         """Vd, clipped to ±max_velocity; in velocity control the sign of an infinite target applies (Webots)."""
         i = self._joint(i)
-        v = _clip(velocity, self.motor_params[i].max_velocity)
+        vmax = self.motor_params[i].max_velocity
+        v = clip(velocity, -vmax, vmax)
         target = self.motors[i, M_TARGET]
         self.motors[i, M_VELOCITY] = -v if math.isinf(target) and target < 0.0 else v
 
@@ -183,7 +183,8 @@ class ArmPlant:
     def set_force(self, i: int, force: float) -> None:
         """Force control: apply this torque (clipped to ±max_force); set_position returns to position control."""
         i = self._joint(i)
-        self.motors[i, M_FORCE] = _clip(force, self.motor_params[i].max_force)
+        fmax = self.motor_params[i].max_force
+        self.motors[i, M_FORCE] = clip(force, -fmax, fmax)
         self.motors[i, M_MODE] = MODE_FORCE
 
     def step(self, dt: float) -> None:

@@ -15,6 +15,7 @@ from pycyphal.application.heartbeat_publisher import Health
 
 from cyphal_common.clocks import system_minus_monotonic_s
 
+from .. import registers as R
 from ..arming import ServoState
 from ..control import MimicSample
 from ..control import _layout as L
@@ -46,19 +47,26 @@ class AxisViews:
         self._started_at_s = started_at_s
 
     def serve(self) -> None:
-        """Serve the report registers every axis has (a follower's ``sys.mimic`` is served once it exists)."""
+        """Serve the report registers every axis has, :data:`~servo_node.registers.REPORTS` (a follower's
+        ``sys.mimic`` is served once it exists)."""
         s = self._s
-        s.registers.serve("sys.status", json_register(self.status))
-        s.registers.serve("sys.motion", json_register(self.motion))
-        s.registers.serve("sys.reference", real64_register(self.reference))
-        s.registers.serve("sys.counters", json_register(self.counts))
-        s.registers.serve("sys.events", json_register(self.events))
-        s.registers.serve("sys.drive", json_register(lambda: s.drive.view() if s.drive else {}))
-        s.registers.serve("sys.last_rejection", text_register(lambda: s.counters.last_rejection))
+        views = {
+            R.SYS_STATUS: json_register(self.status),
+            R.SYS_MOTION: json_register(self.motion),
+            R.SYS_REFERENCE: real64_register(self.reference),
+            R.SYS_COUNTERS: json_register(self.counts),
+            R.SYS_EVENTS: json_register(self.events),
+            R.SYS_DRIVE: json_register(lambda: s.drive.view() if s.drive else {}),
+            R.SYS_LAST_REJECTION: text_register(lambda: s.counters.last_rejection),
+        }
+        if set(views) != set(R.REPORTS):
+            raise RuntimeError(f"the report views {sorted(views)} are not the declared {R.REPORTS}")
+        for name in R.REPORTS:
+            s.registers.serve(name, views[name])
 
     def serve_mimic(self) -> None:
-        """Serve ``sys.mimic`` (a follower only)."""
-        self._s.registers.serve("sys.mimic", json_register(self.mimic))
+        """Serve ``sys.mimic``, the :data:`~servo_node.registers.FOLLOWER_REPORTS` (a follower only)."""
+        self._s.registers.serve(R.SYS_MIMIC, json_register(self.mimic))
 
     def health(self) -> Health:
         """WARNING in error, ADVISORY for a second after a rejected setpoint, else NOMINAL."""

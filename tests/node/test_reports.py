@@ -24,6 +24,7 @@ from servo_node.axis._reports import (
 from servo_node.control import LinkStats, LoopSample
 from servo_node.errors import ErrorCode
 from servo_node.node import ServoNode
+from servo_node.registers import FOLLOWER_REPORTS, REPORTS
 from servo_node.setpoint import ProfileLimits, Setpoint
 
 NODE = 3851
@@ -110,6 +111,18 @@ async def test_every_report_register_of_a_node_parses_with_every_count_at_its_ma
         print({k: len(json.dumps(v, separators=(",", ":"))) for k, v in parsed.items()})
         assert {"sys.status", "sys.motion", "sys.counters", "sys.events", "sys.mimic"} <= set(parsed)
         assert parsed["sys.counters"]["accepted"] == COUNT_MAX and parsed["sys.events"]["foreign"] == COUNT_MAX
+
+
+async def test_the_sys_registers_a_node_serves_are_those_the_register_table_declares() -> None:
+    """Every ``sys.*`` register served is in ``registers.REPORTS`` (a follower's also in ``FOLLOWER_REPORTS``), and
+    every declared one is served: a plain axis, then a follower."""
+    env = {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(NODE)}
+    async with ServoNode(None, env, loop_clock="simulated") as node:
+        assert sorted(n for n in node.registry if n.startswith("sys.")) == sorted(REPORTS)
+    env.update(SERVO__DRIVE__BACKEND="udral", **PORTS)
+    async with ServoNode(None, env, loop_clock="simulated") as node:
+        assert node.axis()._follower is not None
+        assert sorted(n for n in node.registry if n.startswith("sys.")) == sorted(REPORTS + FOLLOWER_REPORTS)
 
 
 def test_motion_keeps_the_measured_position_to_five_digits_when_everything_is_long() -> None:

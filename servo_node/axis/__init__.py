@@ -11,7 +11,7 @@ messages.
 """
 
 from ._axis import Axis as Axis
-from ._reports import AxisCounters as AxisCounters
+from ._counters import AxisCounters as AxisCounters
 from ._supervision import SUPERVISE_PERIOD_S as SUPERVISE_PERIOD_S
 
 __all__ = ["SUPERVISE_PERIOD_S", "Axis", "AxisCounters"]

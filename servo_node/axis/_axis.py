@@ -46,9 +46,9 @@ from ..errors import ErrorCode
 from ..registers import NODE_ANY, AxisNames, AxisRegisters, ServoRegistry
 from ..staging import Staging
 from ._config import drive_from_registers, loop_config, setpoint_floors
+from ._counters import AxisCounters
 from ._follower import Follower
 from ._intake import Received, SetpointIntake, SetpointPort
-from ._reports import AxisCounters
 from ._setpoints import SetpointPath
 from ._state import AxisState
 from ._supervision import SUPERVISE_PERIOD_S, Supervision

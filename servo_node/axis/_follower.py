@@ -38,8 +38,9 @@ from ..control import _layout as L
 from ..diagnostics import Diagnostics, Severity
 from ..registers import LEADER_ANY, AxisNames, AxisRegisters
 from ..setpoint import ProfileLimits, Setpoint
+from ._counters import COUNT_MAX, AxisCounters
 from ._intake import PUBLISHER_WINDOW_S, reception_time_s
-from ._reports import COUNT_MAX, REGISTER_STRING_MAX, AxisCounters
+from ._reports import REGISTER_STRING_MAX
 
 LEADER_STATE_TIMEOUT_S = 3.0
 """No feedback from the leader for this long: its state is unknown, and the follower stops [second]."""

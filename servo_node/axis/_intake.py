@@ -21,7 +21,7 @@ from pycyphal.transport.can import CANTransport
 from ..diagnostics import Diagnostics
 from ..registers import AxisRegisters
 from ..setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payload_rejection
-from ._reports import AxisCounters
+from ._counters import AxisCounters
 
 
 @dataclass(frozen=True)

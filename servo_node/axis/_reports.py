@@ -8,7 +8,6 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import zubax.physics.dynamics
@@ -25,41 +24,10 @@ from ..arming import ServoState
 from ..control import LinkStats, LoopSample
 from ..errors import ErrorCode
 from ..setpoint import Setpoint
+from ._counters import COUNT_MAX, AxisCounters, EventCounts
 
 REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
-
-
-@dataclass
-class AxisCounters:
-    """Event counts of one axis since the process started (they survive RESTART)."""
-
-    setpoints_accepted: int = 0
-    setpoints_rejected: int = 0
-    setpoints_ignored_unarmed: int = 0
-    """Valid setpoints not applied: not armed, still initialising, or stopping for a close/RESTART."""
-    setpoints_ignored_error: int = 0
-    """Valid setpoints not applied because the error that stopped the servo persists."""
-    setpoints_bad_payload: int = 0
-    """Rejected setpoints that were no ServoCommand at all (a payload of another size, undecodable)."""
-    setpoints_coalesced: int = 0
-    """Queued setpoint frames dropped unseen behind newer ones (a flood faster than the node decodes)."""
-    setpoint_publishers: int = 0
-    """Distinct publishers on the setpoint subject within the last second."""
-    setpoints_ignored_mimic: int = 0
-    """Valid setpoints not applied because this axis follows a leader (mimic)."""
-    setpoints_staged: int = 0
-    """Setpoints that differed from the active one and waited for a start message (:mod:`servo_node.staging`)."""
-    starts: int = 0
-    """Start messages that applied a staged setpoint."""
-    starts_refused: int = 0
-    """Start messages that applied nothing (no staged setpoint, too old, too far ahead, not from the setpoint's
-    publisher, sent before it)."""
-    last_refusal: str = ""
-    """The latest refused message that is no setpoint (a start), with its reason; ``sys.status`` ``refused``."""
-    last_rejection: str = ""
-    last_rejection_at: float = -math.inf
-    """When [second, time.monotonic] the last setpoint was rejected."""
 
 
 def status_view(
@@ -154,10 +122,6 @@ def _fits(doc: dict[str, Any]) -> bool:
     return len(json.dumps(doc, separators=(",", ":")).encode()) <= REGISTER_STRING_MAX
 
 
-COUNT_MAX = 2**32 - 1
-"""Counts are reported up to this (saturated beyond): the largest that every counter register is sized for."""
-
-
 def _count(n: int) -> int:
     return min(int(n), COUNT_MAX)
 
@@ -177,21 +141,6 @@ def counters_view(c: AxisCounters, refused_writes: int, restarts: int) -> dict[s
         "refused_writes": _count(refused_writes),
         "restarts": _count(restarts),
     }
-
-
-@dataclass(frozen=True)
-class EventCounts:
-    """What ``sys.events`` counts besides the axis's :class:`AxisCounters`."""
-
-    loop_errors: int = 0
-    feedback_faults: int = 0
-    commands_clipped: int = 0
-    foreign_drive: int = 0
-    """Messages on the drive's subjects from other nodes than the pinned drive (dropped)."""
-    master_changes: int = 0
-    """Time masters adopted after the first (:mod:`cyphal_common.timesync`)."""
-    clock_steps: int = 0
-    """Steps of the time master's clock beyond its bound."""
 
 
 def events_view(c: AxisCounters, e: EventCounts, uptime_s: float) -> dict[str, Any]:

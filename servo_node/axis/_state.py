@@ -20,9 +20,9 @@ from ..drive import Drive
 from ..registers import AxisNames, AxisRegisters, ServoRegistry
 from ..setpoint import Setpoint
 from ..staging import Staging
+from ._counters import AxisCounters
 from ._follower import Follower
 from ._intake import SetpointIntake
-from ._reports import AxisCounters
 from ._udral_face import UdralFace
 
 

@@ -19,8 +19,8 @@ from .. import registers as R
 from ..arming import ServoState
 from ..control import MimicSample
 from ..control import _layout as L
+from ._counters import EventCounts
 from ._reports import (
-    EventCounts,
     counters_view,
     events_view,
     json_register,

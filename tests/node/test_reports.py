@@ -10,11 +10,9 @@ import math
 import pytest
 
 from servo_node.arming import ServoState
+from servo_node.axis._counters import COUNT_MAX, AxisCounters, EventCounts
 from servo_node.axis._reports import (
-    COUNT_MAX,
     REGISTER_STRING_MAX,
-    AxisCounters,
-    EventCounts,
     counters_view,
     events_view,
     fit_json,

@@ -117,6 +117,10 @@ def check(problem: Problem, profile: Arr, *, grid: int = 801, rel: float = 1e-9,
     natural = amax**3 / pr.j_max**2
     vtol_n = 1.5e-14 * (pr.v_max - pr.v_min + abs(pr.repaired_vt())) / (amax * amax / pr.j_max)
     resolution = 4.0 * vtol_n**1.5 * natural + 1e-13 * (abs(pr.p0) + abs(pr.pt))
+    # and the planner's noise on a direct velocity change (its ``tol``: 1e-14 of the distance and of the velocity
+    # scale, the natural a²/j included, times the duration), which it accepts ten times over where reversing is
+    # forbidden and the move is short by noise only (0 → 0 ending at vt = 1e-10 from rest, j = 1, a = 23: 1e-15)
+    resolution += 1e-14 * (abs(pr.pt - pr.p0) + (abs(pr.v0) + abs(pr.repaired_vt()) + amax * amax / pr.j_max) * dur)
     ps = max(abs(pr.p0), abs(pr.pt), float(np.max(np.abs(p - pr.p0))), 1e-15 * natural, resolution / rel, 1e-300)
     # independent re-integration of the jerk signal from the start state (continuity and consistency)
     dt = np.diff(t)

@@ -14,7 +14,7 @@ def continue_after_restart(publisher: Any) -> None:
     transfer-ID timeout (pycyphal: 2 s); a process restarted within that time starts again at 0, and its first
     seconds of messages are lost (a coordinator's setpoint to a servo: a move silently not taken). The former
     process sent fewer transfers than microseconds passed since it started, so the clock is always ahead of it on
-    UDP (64-bit transfer-IDs); on CAN (modulo 32) the value only spreads the start, and CAN's reassembler takes any
-    transfer-ID but the last one anyway.
+    UDP (64-bit transfer-IDs); on CAN (modulo 32) the value only spreads the start, and CAN's reassembler drops only the
+    last transfer-ID it saw and the one before it.
     """
     publisher.transfer_id_counter.override(time.time_ns() // 1000)

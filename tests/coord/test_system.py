@@ -208,7 +208,7 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
             # report; the verdicts wait until it has recorded past that.
             t_from, t_to = float(t0.min()), float((t0 + T).max()) + 0.1
             wait_for(lambda: all(rec.latest(i)[0] >= t_to for i in range(3)), timeout=10,
-                     what=f"the recording past the arrival ({[rec.latest(i)[0] for i in range(3)]} < {t_to})")
+                     what=f"the recording past the arrival (t0 + T + 0.1 s = {t_to})")
             finals = [rec.latest(i)[1] for i in range(3)]
             errors = [f - t for f, t in zip(finals, targets, strict=True)]
             series = [(s[:, 0], s[:, 1]) for s in (rec.series(i) for i in range(3))]

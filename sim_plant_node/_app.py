@@ -224,13 +224,15 @@ class SimPlantNode:
         self._engaged = engaged
 
     async def _supervise_loop(self) -> None:
-        last = time.monotonic()
+        last, deferred = time.monotonic(), False
         while True:
             now = time.monotonic()
             stalled, last = now - last > STALL_S, now
-            if stalled:  # Not the controller's silence but our own: hear what is queued first.
+            if stalled and not deferred:  # Not the controller's silence but our own: hear what is queued first.
+                deferred = True  # Once only: a host slow on every round must still stop a joint nobody commands.
                 await asyncio.sleep(SUPERVISE_PERIOD_S)
                 continue
+            deferred = False
             self._supervise(now)
             if self._own_health:
                 self._node.heartbeat_publisher.health = self.health(time.monotonic())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 from collections.abc import Callable
@@ -116,6 +117,28 @@ async def test_control_timeout_removes_force(plant: PlantStarter) -> None:
     n = len(bus.dynamics)
     await bus.settle(0.5)
     assert all(Bus.state(r)[4] == 0.0 for r in bus.dynamics[n:]), "the force came back without a controller"
+
+
+async def test_a_host_slow_on_every_round_still_stops_an_uncommanded_joint(plant: PlantStarter) -> None:
+    """(c) The stall guard defers judging the controller once, not for ever: a plant whose every supervision round
+    comes late (it runs 5 ms in every 0.3 s) still quick-stops a joint its controller stopped commanding."""
+    proc, bus = await plant(damping_constant="2")
+    bus.command(ENGAGED, velocity=1.5, force=20.0)
+    await bus.wait_for("velocity 1.5", lambda: near(bus.latest()[2], 1.5, 0.02))
+    bus.silence()
+    try:
+        for _ in range(10):
+            proc.proc.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(0.3)
+            proc.proc.send_signal(signal.SIGCONT)
+            await asyncio.sleep(0.005)
+        proc.proc.send_signal(signal.SIGSTOP)
+        assert "Control timeout: quick stop" in proc.log(), "no round judged the controller's silence"
+    finally:
+        proc.proc.send_signal(signal.SIGCONT)
+    await bus.wait_for(
+        "stopped, motor off", lambda: abs(bus.latest()[2]) <= REST_VELOCITY and bus.latest()[4] == 0.0
+    )
 
 
 async def test_torque_only_setpoint_is_force_control(plant: PlantStarter) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import signal
 import subprocess
@@ -131,6 +132,18 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
             last_exc = ex
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}; last value: {value!r}, last error: {last_exc}")
+
+
+def settled_on_time(motion: Mapping[str, Any], late_s: float) -> bool:
+    """``sys.motion``'s ``settled`` is not before the plan's end ``T`` and at most ``late_s`` after it.
+
+    The report keeps ``T`` to 7 significant digits but ``settled`` to as few as 2 where the register string is full
+    (``servo_node.axis._reports.motion_view``), so "not before" allows the rounding of the digits it shows: a joint
+    settled 0.2 ms after a 0.8833 s plan reads 0.88."""
+    plan_t, settled = float(motion["plan"]["T"]), float(motion["settled"])
+    shown = repr(abs(settled)).split("e")[0].replace(".", "").lstrip("0") or "0"
+    half_digit = 0.5 * 10 ** (math.floor(math.log10(abs(settled))) - len(shown) + 1) if settled else 0.0
+    return plan_t - half_digit <= settled <= plan_t + late_s
 
 
 @contextmanager

@@ -18,7 +18,18 @@ from typing import Any
 import pytest
 
 from cyphal_common.transport import yakut_transport_expression
-from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, realtime, servo_node, wait_for, y
+from tests.procs import (
+    BIN,
+    SIM_PLANT,
+    RegisterClient,
+    base_env,
+    popen,
+    realtime,
+    servo_node,
+    settled_on_time,
+    wait_for,
+    y,
+)
 
 NODE, PLANT, CLIENT = 107, 87, 108
 SETPOINT = 3127
@@ -87,7 +98,7 @@ def test_embedded_move_with_yakut(tmp_path: Path) -> None:
             f"max tracking error during motion {m['track_max']:.3e}, position {final}"
         )
         assert abs(final - 100.0) <= 1e-3
-        assert m["plan"]["T"] <= m["settled"] <= m["plan"]["T"] + 2.0 / rate
+        assert settled_on_time(m, 2.0 / rate), m
 
 
 def _bus_env(kind: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:

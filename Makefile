@@ -26,7 +26,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PHASE) lint $(MAKE) --no-print-directory lint
 	$(PHASE) warm-up $(BIN)/servo-node warmup
-	$(PHASE) pytest $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --durations=15
+	$(PHASE) pytest $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
 
 lint: $(STAMP)
 	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples

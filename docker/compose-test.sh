@@ -9,8 +9,10 @@
 # and where python:3.11-slim cannot be pulled the base image is made locally (docker/base-image.sh, debootstrap).
 #
 # Exit status: 0 all checks passed, 1 a check failed, 3 no engine could be had (the reason is printed).
-# Environment: BASE_IMAGE (skip the pull/debootstrap), SERVO_SUBNET (the bench network; default a free /24 of the
-# 198.18.0.0/15 test range), KEEP_WHEELHOUSE=1, PYTHON (the host Python 3.11 whose pip fills the wheelhouse).
+# Environment: BASE_IMAGE (skip the pull/debootstrap), BASE_ROOTFS (a root file system tar that
+# `docker/base-image.sh --rootfs` is making or made, its exit status in $BASE_ROOTFS.status: imported instead of a
+# debootstrap here), SERVO_SUBNET (the bench network; default a free /24 of the 198.18.0.0/15 test range),
+# KEEP_WHEELHOUSE=1, PYTHON (the host Python 3.11 whose pip fills the wheelhouse).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/sbin:/usr/bin:/sbin:/bin:$PATH"  # Debian's docker client first: it matches Debian's dockerd.
@@ -145,13 +147,22 @@ if ! docker image inspect "$base_image" >/dev/null 2>&1 && ! timeout 60 docker p
     [ -z "${BASE_IMAGE:-}" ] || { say "BASE_IMAGE=$base_image is neither present nor pullable"; exit 1; }
     base_image="cyphal-servo-base:bookworm"
     if ! docker image inspect "$base_image" >/dev/null 2>&1; then
-        say "python:3.11-slim cannot be pulled: making $base_image locally (debootstrap)"
-        if ! command -v debootstrap >/dev/null; then
-            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
-                >"$logs/apt-debootstrap.log" 2>&1 || { say "cannot install debootstrap"; exit 1; }
+        if [ -n "${BASE_ROOTFS:-}" ]; then  # made by .ci/run while it installed: import it once it is done
+            say "python:3.11-slim cannot be pulled: importing $base_image from $BASE_ROOTFS (debootstrap, started early)"
+            (s=$SECONDS
+             while [ ! -f "$BASE_ROOTFS.status" ] && [ $((SECONDS - s)) -lt 600 ]; do sleep 0.5; done
+             [ "$(cat "$BASE_ROOTFS.status" 2>/dev/null)" = 0 ] || { cat "$BASE_ROOTFS.log"; exit 1; }
+             docker/base-image.sh --import "$BASE_ROOTFS" "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
+             echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
+        else
+            say "python:3.11-slim cannot be pulled: making $base_image locally (debootstrap)"
+            if ! command -v debootstrap >/dev/null; then
+                { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
+                    >"$logs/apt-debootstrap.log" 2>&1 || { say "cannot install debootstrap"; exit 1; }
+            fi
+            (s=$SECONDS; docker/base-image.sh "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
+             echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
         fi
-        (s=$SECONDS; docker/base-image.sh "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
-         echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
         base_pid=$!
     fi
 fi

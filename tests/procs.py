@@ -167,7 +167,7 @@ def wait_answers(
     Polled in this process (:class:`RegisterClient`): a ``y r`` per poll would start a Python process every few
     hundred milliseconds on a machine busy starting the very node it waits for.
     """
-    client = RegisterClient(env, node_id, client_node_id=next(_CLIENT_POOL))
+    client = RegisterClient(env, node_id, client_node_id=next(c for c in _CLIENT_POOL if c != node_id))
     try:
         wait_for(
             lambda: proc.poll() is None and client.read("uavcan.node.id") == [node_id],

@@ -96,7 +96,7 @@ class Pair:
     @contextmanager
     def polling_motion(self) -> Iterator[None]:
         """Poll the follower's ``sys.motion`` (its reference) in the background meanwhile."""
-        poller = RegisterClient(self.bus, FOLLOWER, client_node_id=116)
+        poller = RegisterClient(self.bus, FOLLOWER, client_node_id=121)  # clear of tests.procs._CLIENT_POOL
         done = threading.Event()
 
         def poll() -> None:

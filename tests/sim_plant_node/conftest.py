@@ -66,9 +66,10 @@ class Ids:
 
     @staticmethod
     def random() -> Ids:
-        """Random IDs: three distinct node-IDs, five consecutive subject-IDs."""
+        """Random IDs: three distinct node-IDs below the ``y`` clients' pool (``tests.procs._CLIENT_POOL``: a node
+        of the test with a client's ID would not hear that client), five consecutive subject-IDs."""
         rnd = random.SystemRandom()
-        plant, tester, yakut = rnd.sample(range(10, 120), 3)
+        plant, tester, yakut = rnd.sample(range(10, 110), 3)
         base = rnd.randrange(1000, 6000, 8)
         return Ids(plant, tester, yakut, base, base + 1, base + 2, base + 3, base + 4)
 

@@ -47,6 +47,7 @@ def problems(draw: st.DrawFn) -> Problem:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 @example(Problem(0.0, 0.0, 0.0, 0.0, 1e-10, -0.0, 1.0, -23.0, 23.0, 1.0))  # short by noise only (found by CI)
+@example(Problem(0.0, 0.0, -609.0, 0.0, 0.0625, -0.0625, 0.0625, -609.0, 0.03125, 0.03125))  # T = 9e15 s (CI)
 def test_every_plan_is_valid_or_honestly_infeasible(pr: Problem) -> None:
     """Status 0 plans obey every limit, the rule and reach the (repaired) target; status 1 only if reversing is
     forbidden (v_min == 0); never a numerical failure."""
@@ -58,10 +59,11 @@ def test_every_plan_is_valid_or_honestly_infeasible(pr: Problem) -> None:
     assert traj.repaired == (pr.repaired_vt() != pr.vt)
     errors = check(pr, traj.profile, grid=401)
     assert not errors, (pr, errors)
-    # the continuation after the end: v = vt, a = 0
-    p1, v1, a1, j1 = traj.at(traj.duration + 1.0)
+    # the continuation after the end: v = vt, a = 0, over the step a float time can take (none past ~9e15 s)
+    after = traj.duration + 1.0
+    p1, v1, a1, j1 = traj.at(after)
     assert v1 == pr.repaired_vt() and a1 == 0.0 and j1 == 0.0
-    assert math.isclose(p1, pr.pt + pr.repaired_vt(), rel_tol=1e-12, abs_tol=1e-12)
+    assert math.isclose(p1, pr.pt + pr.repaired_vt() * (after - traj.duration), rel_tol=1e-12, abs_tol=1e-12)
 
 
 def test_degenerate_cases() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cyphal_common import dsdl
+from cyphal_common.tasks import cancel_and_wait
 
 BIN = Path(sys.executable).parent
 SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
@@ -221,10 +222,7 @@ class BusThread:
         async def shutdown() -> None:
             if self._presentation is not None:
                 self._presentation.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_and_wait(t for t in asyncio.all_tasks() if t is not asyncio.current_task())
 
         self._run(shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)

@@ -144,6 +144,8 @@ class Bus:
         ):
             self.pres.make_subscriber(dtype, sid).receive_in_background(self._recorder(sink))
         self._task: asyncio.Task[None] | None = None
+        self._round = 0
+        """Which publishing this is: :meth:`silence` starts the next, and the loop of an earlier one ends."""
         self.readiness = common.Readiness_0_1.STANDBY
         self.setpoint: tuple[float, float, float] | None = None
 
@@ -163,22 +165,27 @@ class Bus:
         self.readiness = readiness
         self.setpoint = (position, velocity, force)
         if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._publish())
+            self._task = asyncio.get_running_loop().create_task(self._publish(self._round))
 
     async def publish_once(self, msg: Any) -> None:
         """Publish one setpoint message as given."""
         await self._pub_setpoint.publish(msg)
 
     def silence(self) -> None:
-        """Stop publishing anything (a dead controller)."""
+        """Stop publishing anything (a dead controller).
+
+        Not by the cancel alone: pycyphal's UDP send swallows a ``CancelledError`` that arrives inside it (see
+        ``cyphal_common.tasks``), and the loop went on publishing — a controller that never fell silent (two
+        control-timeout tests failed so in a loaded CI run, the plant still engaged 45 s later)."""
+        self._round += 1
         if self._task is not None:
             self._task.cancel()
             self._task = None
 
-    async def _publish(self) -> None:
-        while True:
+    async def _publish(self, round_: int) -> None:
+        while round_ == self._round:
             await self._pub_readiness.publish(common.Readiness_0_1(self.readiness))
-            if self.setpoint is not None:
+            if self.setpoint is not None and round_ == self._round:
                 await self._pub_setpoint.publish(self.make_setpoint(*self.setpoint))
             await asyncio.sleep(0.02)
 

@@ -253,9 +253,12 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
 
             # Back toward the start, then kill the coordinator mid-move: the deadman expires, every axis stops.
             with popen(_coord(bus, starts, "--sync", "time", *opts), coord_env) as proc:
-                # "Moving" as the nodes report it (the recorder may lag behind a flood of dynamics).
-                wait_for(lambda: all(abs(r.json("sys.motion")["meas"][1]) > 0.3 for r in readers), timeout=30,
-                         interval=0.02, what="every axis moving")
+                _read_until(proc, "sent:")  # The start message is out: the axes start together at its t0.
+                # "Moving" as a node reports it (the recorder may lag behind a flood of dynamics): one node asked,
+                # not all three in turn (three reads over udpmc on a loaded host once outlasted the 1.4 s move);
+                # that every axis was moving when its deadman stopped it is each stop's own verdict below.
+                wait_for(lambda: abs(readers[0].json("sys.motion")["meas"][1]) > 0.3, timeout=30, interval=0.02,
+                         what="the move under way")
                 proc.send_signal(signal.SIGKILL)
                 killed = time.time()
             for r, (node_id, *_rest) in zip(readers, AXES, strict=True):
@@ -267,7 +270,7 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
                 print(f"{bus_kind}: node {node_id} expired {st['expired_after_s']} s after the last setpoint, "
                       f"stop {planned} s planned, {took} s taken (bound {bound} s)")
                 assert st["expired_after_s"] <= DEADMAN_S + 0.1
-                assert 0.0 < planned <= took <= bound
+                assert 0.0 < planned <= took <= bound, "not moving when its deadman stopped it"
                 assert abs(m["meas"][1]) < 0.05
                 assert m["plan"]["kind"] == "off"  # The plan reported is the stop's, and says so: no arrival.
             assert time.time() - killed < 30.0  # Only guards against a hang; the verdicts are the nodes' own.

@@ -170,8 +170,16 @@ class SimPlantNode:
             self._sub_readiness.receive_in_background(self._on_readiness)
 
     async def run(self) -> None:
-        """Publish and supervise until cancelled."""
-        await asyncio.gather(self._publish_loop(), self._supervise_loop())
+        """Publish and supervise until cancelled; both loops have ended when this returns.
+
+        Not ``gather`` of the two coroutines alone: cancelled, it completes as soon as one child ends cancelled, and a
+        publishing child whose cancel pycyphal's UDP send swallowed (``cyphal_common.tasks``) ran on past it, into the
+        closed transport (an EBADF traceback at shutdown of an installed sim-plant)."""
+        tasks = [asyncio.create_task(self._publish_loop()), asyncio.create_task(self._supervise_loop())]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            await cancel_and_wait(tasks)
 
     # ------------------------------------------------------------------ inputs
 

@@ -140,6 +140,17 @@ if docker compose version >/dev/null 2>&1; then compose=(docker compose); else c
 stage "engine start" $((SECONDS - t0))
 
 # ------------------------------------------------------------------------------------------------ base image, wheels
+make_base_image() {  # make_base_image IMAGE: debootstrapped here, or imported from BASE_ROOTFS once it is made
+    if [ -z "${BASE_ROOTFS:-}" ]; then
+        docker/base-image.sh "$1"
+        return
+    fi
+    local s=$SECONDS
+    while [ ! -f "$BASE_ROOTFS.status" ] && [ $((SECONDS - s)) -lt 600 ]; do sleep 0.5; done
+    [ "$(cat "$BASE_ROOTFS.status" 2>/dev/null)" = 0 ] || { cat "$BASE_ROOTFS.log"; return 1; }
+    docker/base-image.sh --import "$BASE_ROOTFS" "$1"
+}
+
 t0=$SECONDS
 base_image=${BASE_IMAGE:-python:3.11-slim}
 base_pid=""
@@ -149,20 +160,15 @@ if ! docker image inspect "$base_image" >/dev/null 2>&1 && ! timeout 60 docker p
     if ! docker image inspect "$base_image" >/dev/null 2>&1; then
         if [ -n "${BASE_ROOTFS:-}" ]; then  # made by .ci/run while it installed: import it once it is done
             say "python:3.11-slim cannot be pulled: importing $base_image from $BASE_ROOTFS (debootstrap, started early)"
-            (s=$SECONDS
-             while [ ! -f "$BASE_ROOTFS.status" ] && [ $((SECONDS - s)) -lt 600 ]; do sleep 0.5; done
-             [ "$(cat "$BASE_ROOTFS.status" 2>/dev/null)" = 0 ] || { cat "$BASE_ROOTFS.log"; exit 1; }
-             docker/base-image.sh --import "$BASE_ROOTFS" "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
-             echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
         else
             say "python:3.11-slim cannot be pulled: making $base_image locally (debootstrap)"
             if ! command -v debootstrap >/dev/null; then
                 { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap; } \
                     >"$logs/apt-debootstrap.log" 2>&1 || { say "cannot install debootstrap"; exit 1; }
             fi
-            (s=$SECONDS; docker/base-image.sh "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
-             echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
         fi
+        (s=$SECONDS; make_base_image "$base_image" >"$logs/base-image.log" 2>&1; rc=$?
+         echo "$((SECONDS - s))" >"$logs/base-image.secs"; exit $rc) &
         base_pid=$!
     fi
 fi

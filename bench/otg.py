@@ -190,14 +190,18 @@ def main() -> int:
     in_numba_asym = (time.perf_counter() - t0) / N * 1e6
     cols = [np.ascontiguousarray(rows[:, k]) for k in range(10)]
     plan_batch(*(c[:100] for c in cols))
-    t_batch = 0.0
+    reused = plan_batch(*cols)
+    t_batch = t_reused = 0.0
     loop_rates = []
     for r in range(5):  # interleaved with Ruckig's loop (a fifth of the set each round), as above
         t0 = time.perf_counter()
         plan_batch(*cols)
         t_batch += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        plan_batch(*cols, out=reused)
+        t_reused += time.perf_counter() - t0
         loop_rates.append(ruckig_loop_throughput(rows[r * N // 5:(r + 1) * N // 5]))
-    batch = 5 * N / t_batch
+    batch, batch_reused = 5 * N / t_batch, 5 * N / t_reused
     loop = N / sum(N / 5 / x for x in loop_rates)
     with tempfile.TemporaryDirectory() as cold:
         compile_s = start_time(cold)
@@ -218,7 +222,9 @@ def main() -> int:
     print(f"{'  (p50 of the convenience plan()) [us]':44s} {p50c:12.2f} {p50r:12.2f} {p50c / p50r:12.2f}")
     print(f"{'per call mean inside numba [us]':44s} {in_numba:12.2f} {'-':>12s} {'-':>12s}")
     print(f"{'  asymmetric limits (rule-aware plan) [us]':44s} {in_numba_asym:12.2f} {'-':>12s} {'-':>12s}")
-    print(f"{'batch throughput [problems/s]':44s} {batch:12.0f} {loop:12.0f} {batch / loop:12.1f}")
+    print(f"{'batch throughput, arrays reused [problems/s]':44s} {batch_reused:12.0f} {loop:12.0f} "
+          f"{batch_reused / loop:12.1f}")
+    print(f"{'  (into new arrays every call) [problems/s]':44s} {batch:12.0f} {loop:12.0f} {batch / loop:12.1f}")
     print(f"{'numba compile (cold cache) + first plan [s]':44s} {compile_s:12.2f}")
     print(f"{'warm-cache start: import + first plan [s]':44s} {warm_s:12.2f}")
     print(f"{'  same without scipy installed [s]':44s} {warm_ns:12.2f}")

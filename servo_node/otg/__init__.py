@@ -27,6 +27,7 @@ from __future__ import annotations
 from ._kernels import plan_batch_into, plan_into, profile_duration, sample_batch_into, sample_into
 from ._profile import MAX_PHASES, PROFILE_SIZE
 from ._trajectory import (
+    BatchPlan,
     Planner,
     Status,
     Trajectory,
@@ -43,6 +44,7 @@ from ._velocity import plan_velocity_into
 __all__ = [
     "MAX_PHASES",
     "PROFILE_SIZE",
+    "BatchPlan",
     "Planner",
     "Status",
     "Trajectory",

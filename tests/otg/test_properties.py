@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from numba import njit
@@ -114,6 +115,28 @@ def test_batch_matches_single_and_broadcasts() -> None:
         assert t.duration == durations[i]
         assert t.at(times[i, 2]) == (p[i, 2], v[i, 2], a[i, 2], j[i, 2])
 
+
+
+def test_batch_plans_again_into_the_arrays_it_returned() -> None:
+    """plan_batch(out=...) plans into an earlier result's arrays: the same objects, the results of a fresh call;
+    arrays for another number of problems, or of another type, are refused before anything is written."""
+    rng = np.random.default_rng(4)
+    first = plan_batch(0.0, 0.0, 0.0, rng.uniform(-5, 5, 32), 0.0, -1.0, 2.0, -1.5, 1.0, 3.0)
+    pt = rng.uniform(-5, 5, 32)
+    again = plan_batch(0.0, 0.5, 0.0, pt, 0.0, -1.0, 2.0, -1.5, 1.0, 3.0, out=first)
+    fresh = plan_batch(0.0, 0.5, 0.0, pt, 0.0, -1.0, 2.0, -1.5, 1.0, 3.0)
+    assert all(a is b for a, b in zip(again, first, strict=True))
+    for a, b in zip(again[1:], fresh[1:], strict=True):  # durations, statuses, repaired
+        np.testing.assert_array_equal(a, b)
+    times = rng.uniform(0, 10, (32, 7))  # the profiles: the same motion (the phases not in use are not written)
+    np.testing.assert_array_equal(sample_batch(again[0], times), sample_batch(fresh[0], times))
+    kept = [a.copy() for a in first]
+    for bad in (plan_batch(0.0, 0.0, 0.0, pt[:31], 0.0, -1.0, 2.0, -1.5, 1.0, 3.0),
+                (first[0], first[1].astype(np.float32), first[2], first[3]), first[:3]):
+        with pytest.raises(ValueError, match="what plan_batch returned for 32 problems"):
+            plan_batch(0.0, 0.0, 0.0, pt, 0.0, -1.0, 2.0, -1.5, 1.0, 3.0, out=bad)  # type: ignore[arg-type]
+    for a, b in zip(first, kept, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 @njit(cache=False, nogil=True)
 def _loop_in_numba(profile, out) -> float:  # type: ignore[no-untyped-def]

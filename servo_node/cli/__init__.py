@@ -178,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                    add_help=False)
 
     args, rest = parser.parse_known_args(argv)
+    if args.command in (None, "run", "demo", "warmup"):
+        from cyphal_common.numba_start import hide_scipy
+
+        hide_scipy()
     from .._kernel_cache import invalidate_if_sources_changed
 
     invalidate_if_sources_changed()  # Before any kernel module loads its numba cache.

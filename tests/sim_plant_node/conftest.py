@@ -27,6 +27,7 @@ import reg.udral.service.common as common
 import uavcan.node
 
 from cyphal_common import dsdl
+from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics, read_dynamics
 from tests.procs import SIM_PLANT, realtime, start, stop
 
@@ -189,9 +190,13 @@ class Bus:
                 await self._pub_setpoint.publish(self.make_setpoint(*self.setpoint))
             await asyncio.sleep(0.02)
 
-    def close(self) -> None:
-        """Stop publishing and close the transport."""
+    async def close(self) -> None:
+        """Stop publishing, wait until the publishing loop has ended, then close the transport (closed under it, a
+        loop still inside a send ended in an unretrieved EBADF)."""
+        task = self._task
         self.silence()
+        if task is not None:
+            await cancel_and_wait([task])
         self.pres.close()
 
     # ------------------------------------------------------------------ reading
@@ -255,7 +260,7 @@ async def plant(ids: Ids, workdir: Path) -> AsyncIterator[Callable[..., Any]]:
         try:
             proc = SimPlantProcess(ids, workdir, **sim)
         except BaseException:
-            bus.close()
+            await bus.close()
             raise
         started.append((proc, bus))
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -274,7 +279,7 @@ async def plant(ids: Ids, workdir: Path) -> AsyncIterator[Callable[..., Any]]:
     finally:
         for proc, bus in started:
             try:
-                bus.close()
+                await bus.close()
             finally:
                 log = proc.log()
                 proc.close()

@@ -56,7 +56,7 @@ async def arm_node(tmp_path: Path) -> AsyncIterator[list[Bus]]:
         yield buses
     finally:
         for b in buses:
-            b.close()
+            await b.close()
         stop(proc, timeout=15)
         text = log.read_text()
         if "Traceback" in text:
@@ -75,6 +75,12 @@ async def test_three_joints_move_together_and_the_shoulder_holds_gravity(arm_nod
             return abs(b.latest()[1] - q) < 1e-3 and abs(b.latest()[2]) < 1e-3
 
         await bus.wait_for(f"joint at {q}", at_rest)
+
+    def all_at_rest() -> bool:  # At once, and no longer accelerating: a joint still settling loads the shoulder.
+        return all(abs((s := b.latest())[1] - q) < 1e-3 and abs(s[2]) < 1e-3 and abs(s[3]) < 1e-2
+                   for b, q in zip(arm_node, target, strict=True))
+
+    await arm_node[0].wait_for("all three joints at rest together", all_at_rest)
     torques = [bus.latest()[4] for bus in arm_node]
     holding = arm.gravity(arm.ArmParams(), target)
     assert torques[0] == pytest.approx(0.0, abs=1e-2)

@@ -185,9 +185,12 @@ class Bus:
 
     async def _publish(self, round_: int) -> None:
         while round_ == self._round:
-            await self._pub_readiness.publish(common.Readiness_0_1(self.readiness))
-            if self.setpoint is not None and round_ == self._round:
-                await self._pub_setpoint.publish(self.make_setpoint(*self.setpoint))
+            # One command per round: a command() between the two sends would pair the old readiness with the new
+            # setpoint (ENGAGED with the reversal a STANDBY was to ignore: on a loaded host the joint braked).
+            readiness, setpoint = self.readiness, self.setpoint
+            await self._pub_readiness.publish(common.Readiness_0_1(readiness))
+            if setpoint is not None and round_ == self._round:
+                await self._pub_setpoint.publish(self.make_setpoint(*setpoint))
             await asyncio.sleep(0.02)
 
     async def close(self) -> None:

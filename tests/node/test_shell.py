@@ -26,6 +26,7 @@ import zubax.telega
 
 from cyphal_common.udral import make_dynamics_ts
 from servo_node.axis import Axis
+from servo_node.axis._supervision import SUPERVISE_IDLE_PERIOD_S, SUPERVISE_PERIOD_S
 from servo_node.drive._remote_link import RX_COUNT
 from servo_node.node import ServoNode
 
@@ -146,6 +147,33 @@ async def test_setpoint_motion_deadman_stop(servo: ServoNode, client: Client) ->
     assert not s.engaged and abs(s.velocity) <= 0.01
     assert s.stop_planned_s > 0.0 and s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + 1.0, s
 
+
+
+async def test_supervision_watches_every_period_only_what_needs_watching(servo: ServoNode, client: Client) -> None:
+    """An idle axis is supervised every SUPERVISE_IDLE_PERIOD_S, an engaged or stopping one every SUPERVISE_PERIOD_S
+    (the node's supervision task wakes for the earliest axis)."""
+    axis = servo.axis()
+    sup = axis._supervision
+
+    async def next_pass_after(now: float) -> float:
+        sup._next_supervise = now  # Due now: this call supervises and schedules the next pass.
+        await axis.supervise_due(now)
+        return sup._next_supervise - now
+
+    assert not sup.watching(axis.loop.sample())
+    assert await next_pass_after(1e6) == pytest.approx(SUPERVISE_IDLE_PERIOD_S)
+    await client.send(axis, 20.0)
+    axis.advance(0.3)
+    assert sup.watching(axis.loop.sample())
+    assert await next_pass_after(2e6) == pytest.approx(SUPERVISE_PERIOD_S)
+    axis.advance(DEADMAN_S)  # No setpoint since: expired, the loop stops the joint.
+    s = axis.loop.sample()
+    assert axis.status()["servo"]["state"] == "expired" and s.engaged and sup.watching(s)
+    axis.advance(3.0)
+    s = axis.loop.sample()
+    assert not s.engaged and abs(s.velocity) <= 0.01
+    assert not sup.watching(s)
+    assert await next_pass_after(3e6) == pytest.approx(SUPERVISE_IDLE_PERIOD_S)
 
 async def test_close_makes_a_safe_stop(client: Client) -> None:
     node = ServoNode(None, servo_env(), loop_clock="simulated")

@@ -129,12 +129,14 @@ class Supervision:
         return s
 
     def watching(self, s: LoopSample) -> bool:
-        """Whether the axis needs a pass every :data:`SUPERVISE_PERIOD_S`: its gate engaged or its loop engaged (a
+        """Whether the axis needs a pass every :data:`SUPERVISE_PERIOD_S`: its gate engaged or armed by readiness (a
+        readiness that drops right after a setpoint engaged it stops the loop at the next pass), its loop engaged (a
         move, a stop, a hold), a staged start or a leader to follow, a backstop due, an error or a drive fault."""
         st = self._s
-        return (s.engaged or self._state is ServoState.ENGAGED or st.staging is not None or st.follower is not None
-                or self._backstop_at != math.inf or self._drive_fault is not None
-                or st.gate.error_code is not ErrorCode.NONE)
+        gate = st.gate
+        return (s.engaged or self._state is ServoState.ENGAGED or (gate.gated and gate.armed(st.now()))
+                or st.staging is not None or st.follower is not None or self._backstop_at != math.inf
+                or self._drive_fault is not None or gate.error_code is not ErrorCode.NONE)
 
     def _report_peers(self) -> None:
         """What the pinned peers' guards noticed: the drive's (always), the time master's (node-wide, while a

@@ -175,6 +175,19 @@ async def test_supervision_watches_every_period_only_what_needs_watching(servo: 
     assert not sup.watching(s)
     assert await next_pass_after(3e6) == pytest.approx(SUPERVISE_IDLE_PERIOD_S)
 
+
+async def test_supervision_watches_an_axis_armed_by_readiness_before_its_setpoint() -> None:
+    """With a readiness subject, a fresh ENGAGED readiness alone makes the axis watched: a readiness that drops right
+    after a setpoint engaged the loop is seen at the next pass, not an idle period later."""
+    async with ServoNode(None, servo_env(UAVCAN__SUB__READINESS__ID="28"), loop_clock="simulated") as node:
+        axis = node.axis()
+        sup = axis._supervision
+        assert axis.gate.gated and not sup.watching(axis.loop.sample())
+        axis.gate.on_readiness(3, axis.now())  # ENGAGED
+        assert sup.watching(axis.loop.sample())
+        axis.advance(DEADMAN_S + 0.05)  # The readiness ages past the deadman: no longer armed.
+        assert not sup.watching(axis.loop.sample())
+
 async def test_close_makes_a_safe_stop(client: Client) -> None:
     node = ServoNode(None, servo_env(), loop_clock="simulated")
     await node.start()

@@ -72,9 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.verbose:
         logging.getLogger("sim_plant_node").setLevel(logging.DEBUG)
     registry_file = None if args.registry in ("", ":memory:") else args.registry
+
     from cyphal_common.numba_start import hide_scipy
 
-    hide_scipy()
+    hide_scipy()  # Before the node's kernels load numba.
     from cyphal_common import dsdl
 
     dsdl.ensure_compiled()

@@ -33,9 +33,9 @@ SUPERVISE_PERIOD_S = 0.01
 """How often the gate's timeouts and the loop's faults are looked at while the axis needs watching [second]."""
 
 SUPERVISE_IDLE_PERIOD_S = 0.05
-"""How often while it does not (:meth:`Supervision.watching`): nothing engaged, stopping, staged, followed or in error,
-so only reports can wait (the loop acts on its own faults and deadman in the tick). At 100 Hz, an idle one-axis
-node's passes cost about 2 % of a core [second]."""
+"""How often while it does not (:meth:`Supervision.watching`: nothing engaged, armed, stopping, staged, followed or in
+error), so only reports can wait (the loop acts on its own faults and deadman in the tick). At 100 Hz, an idle
+one-axis node's passes cost about 2 % of a core [second]."""
 
 REARM_POLL_S = 0.2
 """While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""

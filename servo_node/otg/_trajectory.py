@@ -190,7 +190,7 @@ def plan_batch(
 
     ``out``: what an earlier call returned, for as many problems: planned into again and returned, no new arrays.
     A batch planned over and over then costs no fresh memory (fresh pages fault in on first write: a 20 000-problem
-    batch into new arrays took 3-5x as long on a virtual machine as into reused ones).
+    batch into new arrays took 2.5-7x as long on a virtual machine as into reused ones).
     """
     args = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (p0, v0, a0, pt, vt, v_min, v_max,
                                                                            a_min, a_max, j_max)))

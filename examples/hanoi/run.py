@@ -53,7 +53,6 @@ HOME_WAIT_S = 10.0
 """How long the run waits for every joint to report the start pose before its first move [second]: the nodes are up
 (their dynamics arrive) before the drives' first feedback has reached them all on a loaded host (a CI run found the
 shoulder and elbow still at their initial 0, 980.6 mm from the start pose)."""
-
 SEND_TIMEOUT_S = 30.0
 """Reading the joints' limits and states and sending a move's setpoints must take less than this."""
 REST_VELOCITY = 1e-3

@@ -148,7 +148,6 @@ async def test_setpoint_motion_deadman_stop(servo: ServoNode, client: Client) ->
     assert s.stop_planned_s > 0.0 and s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + 1.0, s
 
 
-
 async def test_supervision_watches_every_period_only_what_needs_watching(servo: ServoNode, client: Client) -> None:
     """An idle axis is supervised every SUPERVISE_IDLE_PERIOD_S, an engaged or stopping one every SUPERVISE_PERIOD_S
     (the node's supervision task wakes for the earliest axis)."""
@@ -187,6 +186,7 @@ async def test_supervision_watches_an_axis_armed_by_readiness_before_its_setpoin
         assert sup.watching(axis.loop.sample())
         axis.advance(DEADMAN_S + 0.05)  # The readiness ages past the deadman: no longer armed.
         assert not sup.watching(axis.loop.sample())
+
 
 async def test_close_makes_a_safe_stop(client: Client) -> None:
     node = ServoNode(None, servo_env(), loop_clock="simulated")

@@ -116,7 +116,6 @@ def test_batch_matches_single_and_broadcasts() -> None:
         assert t.at(times[i, 2]) == (p[i, 2], v[i, 2], a[i, 2], j[i, 2])
 
 
-
 def test_batch_plans_again_into_the_arrays_it_returned() -> None:
     """plan_batch(out=...) plans into an earlier result's arrays: the same objects, the results of a fresh call;
     arrays for another number of problems, or of another type, are refused before anything is written."""
@@ -137,6 +136,7 @@ def test_batch_plans_again_into_the_arrays_it_returned() -> None:
             plan_batch(0.0, 0.0, 0.0, pt, 0.0, -1.0, 2.0, -1.5, 1.0, 3.0, out=bad)  # type: ignore[arg-type]
     for a, b in zip(first, kept, strict=True):
         np.testing.assert_array_equal(a, b)
+
 
 @njit(cache=False, nogil=True)
 def _loop_in_numba(profile, out) -> float:  # type: ignore[no-untyped-def]

@@ -70,17 +70,12 @@ async def test_three_joints_move_together_and_the_shoulder_holds_gravity(arm_nod
     target = (0.3, 0.8, 0.6)
     for bus, q in zip(arm_node, target, strict=True):
         bus.command(ENGAGED, position=q, velocity=1.0)
-    for bus, q in zip(arm_node, target, strict=True):
-        def at_rest(b: Bus = bus, q: float = q) -> bool:
-            return abs(b.latest()[1] - q) < 1e-3 and abs(b.latest()[2]) < 1e-3
-
-        await bus.wait_for(f"joint at {q}", at_rest)
 
     def all_at_rest() -> bool:  # At once, and no longer accelerating: a joint still settling loads the shoulder.
         return all(abs((s := b.latest())[1] - q) < 1e-3 and abs(s[2]) < 1e-3 and abs(s[3]) < 1e-2
                    for b, q in zip(arm_node, target, strict=True))
 
-    await arm_node[0].wait_for("all three joints at rest together", all_at_rest)
+    await arm_node[0].wait_for("all three joints at their targets, at rest together", all_at_rest)
     torques = [bus.latest()[4] for bus in arm_node]
     holding = arm.gravity(arm.ArmParams(), target)
     assert torques[0] == pytest.approx(0.0, abs=1e-2)

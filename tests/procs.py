@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -95,28 +95,73 @@ def start(
             out.close()  # The child holds its own descriptor.
 
 
+class Processes:
+    """The background processes of one scenario: started with :meth:`start`, all ended together when the block
+    exits (SIGINT to every one first, then each waited for, SIGKILL after 10 s).
+
+    One by one, their shutdowns would add up: a node's safe stop and pycyphal closing its sockets take 0.5–0.9 s
+    (each UDP input session's reader thread polls ``select`` every 0.1 s, and they are joined in turn).
+    """
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+
+    def start(
+        self, args: list[str], env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
+    ) -> subprocess.Popen[str]:
+        """Start a background process (:func:`start`) that ends with the block."""
+        proc = start(args, env, cwd, log)
+        self._procs.append(proc)
+        return proc
+
+    def servo_nodes(self, *nodes: tuple[Mapping[str, str], Path, int]) -> list[subprocess.Popen[str]]:
+        """``servo-node run`` processes, one per (environment, register file, node-ID), started at once and
+        returned once every one answers register reads, then under real-time scheduling where the OS permits
+        (:func:`realtime`): the suite runs on several workers, and a servo's verdicts must not depend on what the
+        other workers compute meanwhile."""
+        procs = [self.start([str(BIN / "servo-node"), "run", "--registry", str(reg)], env) for env, reg, _ in nodes]
+        for proc, (env, _, node_id) in zip(procs, nodes, strict=True):
+            wait_answers(proc, env, node_id, what="servo-node")
+        for proc in procs:
+            realtime(proc.pid)
+        return procs
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        stop_all(reversed(self._procs))
+
+
 @contextmanager
 def popen(
     args: list[str], env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
 ) -> Iterator[subprocess.Popen[str]]:
     """A background process (:func:`start`), always ended (SIGINT, then SIGKILL) when the block exits."""
-    proc = start(args, env, cwd, log)
-    try:
-        yield proc
-    finally:
-        stop(proc)
+    with Processes() as group:
+        yield group.start(args, env, cwd, log)
 
 
 def stop(proc: subprocess.Popen[Any], timeout: float = 10.0, signum: int = signal.SIGINT) -> str:
     """End a process (``signum``, then SIGKILL after ``timeout``) and return what it printed into its pipe."""
-    if proc.poll() is None:
-        proc.send_signal(signum)
+    return stop_all([proc], timeout, signum)[0]
+
+
+def stop_all(procs: Iterable[subprocess.Popen[Any]], timeout: float = 10.0, signum: int = signal.SIGINT) -> list[str]:
+    """End processes together: ``signum`` to every running one, then each waited for (SIGKILL to any still running
+    ``timeout`` seconds after the signal); returns what each printed into its pipe."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
         try:
-            proc.wait(timeout)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return proc.stdout.read() if proc.stdout else ""
+    return [proc.stdout.read() if proc.stdout else "" for proc in procs]
 
 
 def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
@@ -152,12 +197,15 @@ def servo_node(
     env: Mapping[str, str], registry: Path, node_id: int, log: Path | None = None
 ) -> Iterator[subprocess.Popen[str]]:
     """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads,
-    under real-time scheduling where the OS permits (:func:`realtime`): the suite runs on several workers at once,
-    and a servo's verdicts must not depend on what the other workers compute meanwhile."""
+    under real-time scheduling where the OS permits (as :meth:`Processes.servo_nodes`)."""
     with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env, log=log) as proc:
         wait_answers(proc, env, node_id, what="servo-node")
         realtime(proc.pid)
         yield proc
+
+
+POLL_TIMEOUT_S = 0.25
+"""Response deadline of one poll while a process starts: it answers within milliseconds once it listens."""
 
 
 def wait_answers(
@@ -166,13 +214,18 @@ def wait_answers(
     """Until the process ``proc`` answers a read of ``uavcan.node.id`` as ``node_id``; fails if it exits first.
 
     Polled in this process (:class:`RegisterClient`): a ``y r`` per poll would start a Python process every few
-    hundred milliseconds on a machine busy starting the very node it waits for.
+    hundred milliseconds on a machine busy starting the very node it waits for. Each poll asks once with a short
+    deadline: a request sent before the node listens is never answered, and the read's usual 2 s deadline (asked
+    twice) would add up to 4 s to every start.
     """
-    client = RegisterClient(env, node_id, client_node_id=next(c for c in _CLIENT_POOL if c != node_id))
+    client = RegisterClient(
+        env, node_id, client_node_id=next(c for c in _CLIENT_POOL if c != node_id), response_timeout=POLL_TIMEOUT_S
+    )
     try:
         wait_for(
-            lambda: proc.poll() is None and client.read("uavcan.node.id") == [node_id],
+            lambda: proc.poll() is None and client.read("uavcan.node.id", attempts=1) == [node_id],
             timeout=timeout,
+            interval=0.05,
             what=f"{what} {node_id} to answer (exit code {proc.poll()})",
         )
     finally:
@@ -237,10 +290,13 @@ class RegisterClient(BusThread):
     under test; observation goes through this client, while commands stay with the real yakut CLI.
     """
 
-    def __init__(self, env: Mapping[str, str], server_node_id: int, client_node_id: int = 127) -> None:
+    def __init__(
+        self, env: Mapping[str, str], server_node_id: int, client_node_id: int = 127, response_timeout: float = 2.0
+    ) -> None:
         super().__init__("register-client")
         self._server = server_node_id
         self._presentation, self._client = self._run(self._open(env, client_node_id))
+        self._client.response_timeout = response_timeout
 
     async def _open(self, env: Mapping[str, str], client_node_id: int) -> tuple[Any, Any]:
         import pycyphal.presentation
@@ -255,14 +311,14 @@ class RegisterClient(BusThread):
             regs["uavcan.udp.iface"] = env["UAVCAN__UDP__IFACE"]
         presentation = pycyphal.presentation.Presentation(make_transport(regs))
         client = presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, self._server)
-        client.response_timeout = 2.0
         return presentation, client
 
-    def read(self, name: str) -> Any:
+    def read(self, name: str, attempts: int = 2) -> Any:
         """The register's value: a string, a list of numbers, or None if there is no such register.
 
-        Raises AssertionError if the node is silent: no answer to the read within 2 s, asked twice (on a loaded
-        2-core host a response is now and then late past one deadline; a read changes nothing, so it is asked again).
+        Raises AssertionError if the node is silent: no answer within the response deadline (2 s unless given),
+        asked ``attempts`` times (on a loaded 2-core host a response is now and then late past one deadline; a read
+        changes nothing, so it is asked again).
         """
 
         async def call() -> Any:
@@ -270,10 +326,11 @@ class RegisterClient(BusThread):
 
             return await self._client.call(uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name)))
 
-        result = self._run(call())
-        if result is None:
-            result = self._run(call())
-        assert result is not None, f"node {self._server} did not answer a read of {name} (asked twice)"
+        result = None
+        for _ in range(attempts):
+            if (result := self._run(call())) is not None:
+                break
+        assert result is not None, f"node {self._server} did not answer a read of {name} (asked {attempts} times)"
         value = result[0].value
         if value.empty is not None:
             return None

@@ -33,7 +33,7 @@ from servo_node.coord._measure import plan_lag, progress_deviation
 from servo_node.coord._segment import wire_limits
 from servo_node.otg import plan as otg_plan
 from servo_node.setpoint import ProfileLimits
-from tests.procs import BIN, RegisterClient, base_env, popen, realtime, wait_for
+from tests.procs import Processes, RegisterClient, base_env, popen, wait_for
 
 COORD = [sys.executable, "-m", "servo_node.coord"]
 COORD_ID = 100
@@ -128,22 +128,18 @@ class DynamicsRecorder:
 def three_servos(bus: Mapping[str, str], tmp: Path, start: bool = False) -> Iterator[list[RegisterClient]]:
     """Three servo-node processes (started in parallel) and a register reader per node, once all answer."""
     with ExitStack() as stack:
-        procs = []
+        nodes = []
         for node_id, sp, dyn, v, (dec, acc), j, inertia in AXES:
             ports = {"UAVCAN__SUB__MOTION_START__ID": str(START)} if start else {}
             env = _env(bus, **ports, UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__SETPOINT_SERVO__ID=str(sp),
                        UAVCAN__PUB__DYNAMICS__ID=str(dyn), SERVO__DYNAMICS_RATE=str(DYNAMICS_RATE_HZ),
                        SERVO__PROFILE__VELOCITY=f"{-v} {v}", SERVO__PROFILE__ACCELERATION=f"{dec} {acc}",
                        SERVO__PROFILE__JERK=str(j), SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S), SIM__INERTIA=str(inertia))
-            procs.append(stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry",
-                                                    str(tmp / f"servo{node_id}.db")], env)))
+            nodes.append((env, tmp / f"servo{node_id}.db", node_id))
+        # Real-time once up, as a deployment runs them: the verdicts below are about their timing.
+        stack.enter_context(Processes()).servo_nodes(*nodes)
         readers = [RegisterClient(bus, node_id, client_node_id=110 + k) for k, (node_id, *_) in enumerate(AXES)]
         stack.callback(lambda: [r.close() for r in readers])
-        for proc, reader, (node_id, *_) in zip(procs, readers, AXES, strict=True):
-            wait_for(lambda p=proc, r=reader, n=node_id: p.poll() is None and r.read("uavcan.node.id") == [n],
-                     timeout=120, what=f"servo-node {node_id} (exit code {proc.poll()})")
-        for proc in procs:  # As a real-time deployment runs them: the verdicts below are about their timing.
-            realtime(proc.pid)
         yield readers
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cyphal_common.tasks import cancel_and_wait
 from tests.procs import BusThread
 
 DRIVE_PERIOD_S = 0.005
@@ -197,10 +198,8 @@ class Peers(BusThread):
         self._run(run())
 
     def close(self) -> None:
-        for t in self._tasks:
-            self._loop.call_soon_threadsafe(t.cancel)
-
         async def shut() -> None:
+            await cancel_and_wait(self._tasks)  # before the nodes close under a publishing task
             for sync in self._masters:
                 sync.close()
             for node in self._nodes.values():

@@ -26,7 +26,7 @@ import pytest
 
 from tests.coord.test_system import _bus, _env, _udpmc
 from tests.mimic.recorder import Recorder
-from tests.procs import BIN, RegisterClient, popen, wait_for
+from tests.procs import BIN, RegisterClient, popen, wait_answers, wait_for
 from tests.procs import stop as stop_process
 
 LEADER, FOLLOWER, STRAY = 61, 62, 63
@@ -131,7 +131,8 @@ def mimic_pair(bus: Mapping[str, str], tmp: Path, m: float, off: float, ref: flo
                    SERVO__DYNAMICS_RATE="500", SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S),
                    SERVO__MIMIC__MULTIPLIER=str(m), SERVO__MIMIC__OFFSET=str(off), SERVO__MIMIC__REFERENCE=str(ref),
                    **LIMITS)
-        stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "follower.db")], env))
+        follower = stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "follower.db")],
+                                             env))
         leader_regs = RegisterClient(bus, LEADER, client_node_id=118)
         follower_regs = RegisterClient(bus, FOLLOWER, client_node_id=119)
         stack.callback(leader_regs.close)
@@ -140,8 +141,9 @@ def mimic_pair(bus: Mapping[str, str], tmp: Path, m: float, off: float, ref: flo
         stack.callback(rec.close)
         pair = Pair(dict(bus), tmp, m, off, ref, rec, leader_regs, follower_regs, stack)
         pair.start_leader()
-        wait_for(lambda: leader_regs.read("uavcan.node.id") == [LEADER], 120, what="leader up")
-        wait_for(lambda: follower_regs.read("uavcan.node.id") == [FOLLOWER], 120, what="follower up")
+        assert pair.leader is not None
+        wait_answers(pair.leader, bus, LEADER, "leader")
+        wait_answers(follower, bus, FOLLOWER, "follower")
         yield pair
 
 
@@ -313,7 +315,8 @@ def test_follower_keeps_the_relation(bus: Callable[[], dict[str, str]], tmp_path
         # Restarted, the leader is not engaged: nothing moves until it is commanded, then the follower gears in.
         p_hold = rec.latest(1)[1]
         pair.start_leader()
-        wait_for(lambda: pair.leader_regs.read("uavcan.node.id") == [LEADER], 120, what="leader up again")
+        assert pair.leader is not None
+        wait_answers(pair.leader, pair.bus, LEADER, "leader (again)")
         time.sleep(1.0)
         assert abs(rec.latest(1)[1] - p_hold) < 1e-4 and not pair.mimic()["following"]
         p_goal = round(float(rec.latest(0)[1]) + 0.2, 1)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.procs import BIN, RegisterClient, base_env, popen, servo_node, wait_for, y
+from tests.procs import BIN, Processes, RegisterClient, base_env, popen, wait_for, y
 
 NODES = (3751, 3752, 3753)
 CLIENT = 3759
@@ -39,8 +39,8 @@ def _env(node_id: int, index: int) -> dict[str, str]:
 def servos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RegisterClient]]:
     tmp = tmp_path_factory.mktemp("udral")
     with ExitStack() as stack:
-        for k, n in enumerate(NODES):
-            stack.enter_context(servo_node(_env(n, k), tmp / f"servo{n}.db", n))
+        nodes = [(_env(n, k), tmp / f"servo{n}.db", n) for k, n in enumerate(NODES)]
+        stack.enter_context(Processes()).servo_nodes(*nodes)
         readers = [RegisterClient(base_env(), n, client_node_id=3770 + k) for k, n in enumerate(NODES)]
         stack.callback(lambda: [r.close() for r in readers])
         yield readers

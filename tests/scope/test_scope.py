@@ -1,20 +1,23 @@
 """The scope records a known move of a running ``servo-node`` (real process, real yakut publisher, real
 ``servo-node scope`` processes): the CSV agrees with the plan the node reports in ``sys.motion`` (start, duration,
 end position), its reference and limits; the figure has its four panels; without matplotlib the CSV alone is
-written, with a message saying why. The CSV round-trips through :func:`read_csv`.
+written, with a message saying why. One scope records until Ctrl-C, the other for its ``--window``; both write and
+exit 0. The CSV round-trips through :func:`read_csv`.
 """
 
 from __future__ import annotations
 
 import math
+import signal
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from servo_node.otg import plan
 from servo_node.scope import Trace, read_csv, write_csv
-from tests.procs import BIN, RegisterClient, base_env, popen, stop, wait_for
+from tests.procs import BIN, Processes, RegisterClient, base_env, popen, stop, wait_for
 
 NODE_ID, SETPOINT, DYNAMICS = 93, 7731, 7741
 SCOPE_IDS = (94, 95)
@@ -26,9 +29,13 @@ NO_MATPLOTLIB = ("import sys; sys.modules['matplotlib'] = None; "  # An import o
                  "from servo_node.cli import main; raise SystemExit(main(sys.argv[1:]))")
 
 
-def _scope(node_id: int, out: Path, plot: Path, python: list[str]) -> tuple[list[str], dict[str, str]]:
-    args = [*python, "scope", "--subject", f"{DYNAMICS}:joint", "--window", "15", "-o", str(out), "--plot", str(plot),
-            "--poll-rate", "20"]
+WINDOW_S = 4.0
+"""The recording window of the scope without matplotlib; the other records until Ctrl-C (SIGINT)."""
+
+
+def _scope(node_id: int, out: Path, plot: Path, python: list[str], *opts: str) -> tuple[list[str], dict[str, str]]:
+    args = [*python, "scope", "--subject", f"{DYNAMICS}:joint", "-o", str(out), "--plot", str(plot),
+            "--poll-rate", "20", *opts]
     return args, base_env(UAVCAN__NODE__ID=str(node_id))
 
 
@@ -46,13 +53,13 @@ def test_scope_records_a_known_move(tmp_path: Path) -> None:
                    UAVCAN__PUB__DYNAMICS__ID=str(DYNAMICS), SERVO__DYNAMICS_RATE=str(DYNAMICS_RATE_HZ))
     csv_a, png_a = tmp_path / "a.csv", tmp_path / "a.png"
     csv_b, png_b = tmp_path / "b.csv", tmp_path / "b.png"
-    with popen([str(BIN / "servo-node"), "run", "--registry", ":memory:"], env) as node:
+    with Processes() as group:
+        group.servo_nodes((env, tmp_path / "servo.db", NODE_ID))
         reader = RegisterClient(env, NODE_ID, client_node_id=96)
         try:
-            wait_for(lambda: node.poll() is None and reader.read("uavcan.node.id") == [NODE_ID], timeout=120,
-                     what="servo-node")
             with popen(*_scope(SCOPE_IDS[0], csv_a, png_a, [str(BIN / "servo-node")])) as scope_a, \
-                    popen(*_scope(SCOPE_IDS[1], csv_b, png_b, [sys.executable, "-c", NO_MATPLOTLIB])) as scope_b:
+                    popen(*_scope(SCOPE_IDS[1], csv_b, png_b, [sys.executable, "-c", NO_MATPLOTLIB],
+                                  "--window", str(WINDOW_S))) as scope_b:
                 for s in (scope_a, scope_b):
                     assert s.stdout is not None
                     assert "recording" in s.stdout.readline()
@@ -64,7 +71,9 @@ def test_scope_records_a_known_move(tmp_path: Path) -> None:
                            base_env(UAVCAN__NODE__ID="97")):
                     motion = wait_for(lambda: isinstance((m := reader.json("sys.motion"))["settled"], float) and m,
                                       timeout=30, what="the move to settle")
-                assert scope_a.wait(30) == 0 and scope_b.wait(30) == 0
+                time.sleep(0.5)  # Past t0 + T + 0.2 s, the end of the samples judged below.
+                scope_a.send_signal(signal.SIGINT)  # Ctrl-C ends a recording without --window: then it writes.
+                assert scope_a.wait(30) == 0 and scope_b.wait(30) == 0  # scope_b's window has passed by itself.
                 out_a, out_b = stop(scope_a), stop(scope_b)
         finally:
             reader.close()
@@ -109,7 +118,7 @@ def test_scope_records_a_known_move(tmp_path: Path) -> None:
     # Without matplotlib: the CSV, a clear message, no figure, exit 0.
     assert "matplotlib is not installed" in out_b and "CSV only" in out_b
     assert not png_b.exists()
-    assert len(read_csv(csv_b).axes["joint"].measured) > 0.5 * len(joint.measured)
+    assert len(read_csv(csv_b).axes["joint"].measured) > 0.5 * DYNAMICS_RATE_HZ * WINDOW_S
 
 
 def test_csv_round_trip(tmp_path: Path) -> None:

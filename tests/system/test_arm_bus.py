@@ -11,7 +11,7 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, realtime, servo_node, settled_on_time, wait_for
+from tests.procs import BIN, SIM_PLANT, Processes, RegisterClient, base_env, popen, realtime, settled_on_time, wait_for
 
 JOINTS = ("base", "shoulder", "elbow")
 NODES = (91, 92, 93)  # clear of tests.procs._CLIENT_POOL (111..116, 122)
@@ -49,10 +49,10 @@ def test_three_servo_nodes_move_the_coupled_arm_over_udp(tmp_path: Path) -> None
     readers = [RegisterClient(servo_envs[j], node, 95 + j) for j, node in enumerate(NODES)]
     try:
         with contextlib.ExitStack() as stack:
-            plant = stack.enter_context(popen([*SIM_PLANT, "--arm", "--registry", str(tmp_path / "arm.db")],
-                                              plant_env, log=tmp_path / "arm.log"))
-            nodes = [stack.enter_context(servo_node(env, tmp_path / f"servo{j}.db", NODES[j]))
-                     for j, env in enumerate(servo_envs)]
+            group = stack.enter_context(Processes())  # The plant and the three nodes end together.
+            plant = group.start([*SIM_PLANT, "--arm", "--registry", str(tmp_path / "arm.db")], plant_env,
+                                log=tmp_path / "arm.log")
+            nodes = group.servo_nodes(*((env, tmp_path / f"servo{j}.db", NODES[j]) for j, env in enumerate(servo_envs)))
 
             def motions() -> list[dict[str, Any]]:
                 return [dict(r.json("sys.motion")) for r in readers]

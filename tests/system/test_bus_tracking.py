@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.procs import SIM_PLANT, popen, realtime, servo_node, wait_for
+from tests.procs import SIM_PLANT, Processes, realtime, wait_for
 from tests.system.test_closed_loop import NODE, SETPOINT, _bus_env, motion, publisher
 
 TARGET = 3.0
@@ -34,23 +34,24 @@ def test_move_over_the_bus_tracks_and_settles_on_time(bus: str, tmp_path: Path) 
     servo_env.update(  # The default profile (v 10, a 50, j 500): a 0 → 3 move plans 0.600 s.
         SERVO__PROFILE__VELOCITY="-10 10", SERVO__PROFILE__ACCELERATION="-50 50", SERVO__PROFILE__JERK="500"
     )
-    with popen([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
+    with Processes() as group:  # Both end together.
+        plant = group.start([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env)
         node_env = yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))}
-        with servo_node(node_env, tmp_path / "servo.db", NODE) as node:
-            wait_for(lambda: motion(yakut_env)["meas"][0] == 0.0, timeout=30, what="the drive's dynamics")
-            rt = realtime(plant.pid) and realtime(node.pid)
-            print(f"{bus}: SCHED_FIFO {'on' if rt else 'not permitted'}")
-            with publisher(yakut_env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", str(TARGET)):
-                m = wait_for(lambda: _settled(yakut_env), timeout=60, what=f"arrival over {bus}")
-            duration = m["plan"]["T"]
-            age_p50, age_max, delay_p50, delay_max = m["link"]
-            print(
-                f"{bus}: plan {duration} s, settled after {m['settled']} s, track_max {m['track_max']:.2e}, "
-                f"overshoot {m['over']:.1e}; measurement age p50 {age_p50} ms max {age_max} ms, "
-                f"command delay p50 {delay_p50} ms max {delay_max} ms"
-            )
-            assert duration == pytest.approx(0.6, abs=1e-3)
-            assert m["track_max"] <= 0.01
-            assert duration <= m["settled"] <= duration + 0.1
-            assert m["over"] <= 1e-3 * TARGET
-            assert 0.0 < age_p50 <= age_max and 0.0 < delay_p50 <= delay_max  # The link was measured.
+        (node,) = group.servo_nodes((node_env, tmp_path / "servo.db", NODE))
+        wait_for(lambda: motion(yakut_env)["meas"][0] == 0.0, timeout=30, what="the drive's dynamics")
+        rt = realtime(plant.pid) and realtime(node.pid)
+        print(f"{bus}: SCHED_FIFO {'on' if rt else 'not permitted'}")
+        with publisher(yakut_env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", str(TARGET)):
+            m = wait_for(lambda: _settled(yakut_env), timeout=60, what=f"arrival over {bus}")
+        duration = m["plan"]["T"]
+        age_p50, age_max, delay_p50, delay_max = m["link"]
+        print(
+            f"{bus}: plan {duration} s, settled after {m['settled']} s, track_max {m['track_max']:.2e}, "
+            f"overshoot {m['over']:.1e}; measurement age p50 {age_p50} ms max {age_max} ms, "
+            f"command delay p50 {delay_p50} ms max {delay_max} ms"
+        )
+        assert duration == pytest.approx(0.6, abs=1e-3)
+        assert m["track_max"] <= 0.01
+        assert duration <= m["settled"] <= duration + 0.1
+        assert m["over"] <= 1e-3 * TARGET
+        assert 0.0 < age_p50 <= age_max and 0.0 < delay_p50 <= delay_max  # The link was measured.

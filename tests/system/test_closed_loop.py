@@ -21,6 +21,7 @@ from cyphal_common.transport import yakut_transport_expression
 from tests.procs import (
     BIN,
     SIM_PLANT,
+    Processes,
     RegisterClient,
     base_env,
     popen,
@@ -150,43 +151,44 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
     """The same scenario over Cyphal/UDP and over CAN (udpmc; redundant: two buses, each the same single-bus
     media, so one udpmc run covers the plain case too)."""
     servo_env, plant_env, yakut_env = _bus_env(bus)
-    with popen([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env) as plant:
-        with servo_node(yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))},
-                        tmp_path / "servo.db", NODE):  # fmt: skip
-            realtime(plant.pid)  # The drive as the servo (procs.servo_node): on time whatever the other workers do.
-            env = yakut_env
-            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "30"):
-                m = wait_for(lambda: at_target(env, 30.0), timeout=60, what=f"the remote joint to reach 30 over {bus}")
-                print(f"{bus}: reached {m['meas'][0]:.4f} (ref {m['ref'][0]}), max tracking error {m['track_max']:.3e}")
-                assert servo(env)["state"] == "engaged"
-            # Far away, then kill the publisher mid-motion (the user's Ctrl+C is no kinder): deadman expiry,
-            # then a jerk-limited stop, then no force.
-            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "1000") as pub:
-                wait_for(lambda: abs(motion(env)["meas"][1]) > 10.0, timeout=30, what="fast motion")
-                pub.send_signal(signal.SIGKILL)
-            s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
-            m = wait_for(lambda: not (m := motion(env))["engaged"] and m, timeout=10, what="stop and disengage")
-            planned, took, bound = m["stop"]
-            expired = s["expired_after_s"]
-            print(f"{bus}: expired {expired} s after the last setpoint; stop {planned} s planned, {took} s taken")
-            assert expired <= DEADMAN_S + 0.1
-            assert planned > 0.3  # It was moving fast: a real stop, not a formality.
-            assert planned <= took <= bound  # Then held until the drive is at rest, within the bound fixed up front.
-            assert abs(m["meas"][1]) <= 1e-3, m  # The drive followed the stop down to rest.
+    with Processes() as group:  # Both end together.
+        plant = group.start([*SIM_PLANT, "--registry", str(tmp_path / "plant.db")], plant_env)
+        node_env = yakut_env | {k: v for k, v in servo_env.items() if k.startswith(("SERVO", "UAVCAN"))}
+        group.servo_nodes((node_env, tmp_path / "servo.db", NODE))
+        realtime(plant.pid)  # The drive as the servo (Processes.servo_nodes): on time whatever the other workers do.
+        env = yakut_env
+        with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "30"):
+            m = wait_for(lambda: at_target(env, 30.0), timeout=60, what=f"the remote joint to reach 30 over {bus}")
+            print(f"{bus}: reached {m['meas'][0]:.4f} (ref {m['ref'][0]}), max tracking error {m['track_max']:.3e}")
+            assert servo(env)["state"] == "engaged"
+        # Far away, then kill the publisher mid-motion (the user's Ctrl+C is no kinder): deadman expiry,
+        # then a jerk-limited stop, then no force.
+        with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "1000") as pub:
+            wait_for(lambda: abs(motion(env)["meas"][1]) > 10.0, timeout=30, what="fast motion")
+            pub.send_signal(signal.SIGKILL)
+        s = wait_for(lambda: (s := servo(env))["state"] == "expired" and s, timeout=10, what="expiry")
+        m = wait_for(lambda: not (m := motion(env))["engaged"] and m, timeout=10, what="stop and disengage")
+        planned, took, bound = m["stop"]
+        expired = s["expired_after_s"]
+        print(f"{bus}: expired {expired} s after the last setpoint; stop {planned} s planned, {took} s taken")
+        assert expired <= DEADMAN_S + 0.1
+        assert planned > 0.3  # It was moving fast: a real stop, not a formality.
+        assert planned <= took <= bound  # Then held until the drive is at rest, within the bound fixed up front.
+        assert abs(m["meas"][1]) <= 1e-3, m  # The drive followed the stop down to rest.
 
-            # Move again, then kill the drive: the servo reports a drive error and keeps braking.
-            with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "35"):
-                wait_for(lambda: motion(env)["engaged"], timeout=30, what="engaged again")
-                plant.send_signal(signal.SIGKILL)
-                s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")
-                assert s["error"] == 3 and "drive" in s["reason"]
-                # A joint whose state is unknown is never let go: the servo keeps commanding zero velocity.
-                assert motion(env)["engaged"]
-                # The heartbeat tells the whole network: health WARNING.
-                beats = y("--json", "sub", "-N", "4", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
-                health = [
-                    b["7509"]["health"]["value"]
-                    for b in map(json.loads, beats.splitlines())
-                    if b["7509"]["_meta_"]["source_node_id"] == NODE
-                ]
-                assert health and all(h == 3 for h in health), health
+        # Move again, then kill the drive: the servo reports a drive error and keeps braking.
+        with publisher(env, "-T", "0.1", f"{SETPOINT}:uavcan.primitive.scalar.real32", "35"):
+            wait_for(lambda: motion(env)["engaged"], timeout=30, what="engaged again")
+            plant.send_signal(signal.SIGKILL)
+            s = wait_for(lambda: (s := servo(env))["state"] == "error" and s, timeout=15, what="drive error")
+            assert s["error"] == 3 and "drive" in s["reason"]
+            # A joint whose state is unknown is never let go: the servo keeps commanding zero velocity.
+            assert motion(env)["engaged"]
+            # The heartbeat tells the whole network: health WARNING.
+            beats = y("--json", "sub", "-N", "4", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
+            health = [
+                b["7509"]["health"]["value"]
+                for b in map(json.loads, beats.splitlines())
+                if b["7509"]["_meta_"]["source_node_id"] == NODE
+            ]
+            assert health and all(h == 3 for h in health), health

@@ -6,6 +6,7 @@ moves onto a network of its own first (``tests/isolation.py``), so parallel work
 """
 
 import os
+import signal
 
 import pytest
 
@@ -92,7 +93,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group("bus-late"))
 
 
+def _default_sigint() -> None:
+    """Take SIGINT's default handling back if this process inherited it ignored.
+
+    A shell starts a background job (``make test &``, a CI runner's) with SIGINT ignored, and every process started
+    from it inherits that through ``exec``. A command that installs no handler of its own (``y pub``) then never ends
+    on the SIGINT that stops it: each stop waited 10 s for SIGKILL, and the scenario tests took 2–3 times as long.
+    A Python handler is reset at ``exec``, so the processes the tests start begin with the default again."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _default_sigint()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:
             isolation.isolate()

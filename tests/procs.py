@@ -114,12 +114,17 @@ class Processes:
         self._procs.append(proc)
         return proc
 
-    def servo_nodes(self, *nodes: tuple[Mapping[str, str], Path, int]) -> list[subprocess.Popen[str]]:
+    def servo_nodes(
+        self, *nodes: tuple[Mapping[str, str], Path, int], logs: Mapping[int, Path] | None = None
+    ) -> list[subprocess.Popen[str]]:
         """``servo-node run`` processes, one per (environment, register file, node-ID), started at once and
         returned once every one answers register reads, then under real-time scheduling where the OS permits
         (:func:`realtime`): the suite runs on several workers, and a servo's verdicts must not depend on what the
-        other workers compute meanwhile."""
-        procs = [self.start([str(BIN / "servo-node"), "run", "--registry", str(reg)], env) for env, reg, _ in nodes]
+        other workers compute meanwhile. ``logs``: the output file of a node-ID (else a pipe)."""
+        procs = [
+            self.start([str(BIN / "servo-node"), "run", "--registry", str(reg)], env, log=(logs or {}).get(node_id))
+            for env, reg, node_id in nodes
+        ]
         for proc, (env, _, node_id) in zip(procs, nodes, strict=True):
             wait_answers(proc, env, node_id, what="servo-node")
         for proc in procs:
@@ -198,10 +203,8 @@ def servo_node(
 ) -> Iterator[subprocess.Popen[str]]:
     """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads,
     under real-time scheduling where the OS permits (as :meth:`Processes.servo_nodes`)."""
-    with popen([str(BIN / "servo-node"), "run", "--registry", str(registry)], env, log=log) as proc:
-        wait_answers(proc, env, node_id, what="servo-node")
-        realtime(proc.pid)
-        yield proc
+    with Processes() as group:
+        yield group.servo_nodes((env, registry, node_id), logs={node_id: log} if log else None)[0]
 
 
 POLL_TIMEOUT_S = 0.25

@@ -88,20 +88,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def run() -> int:
         task = asyncio.current_task()
         assert task is not None
-        # SIGTERM (`docker stop`) ends the move or its hold as Ctrl-C does: no more setpoints (every servo then
-        # stops on its deadman), the node closed, exit 0.
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        # SIGINT (Ctrl-C) and SIGTERM (`docker stop`) end the move or its hold: no more setpoints (every servo then
+        # stops on its deadman), the node closed, exit 0. Handled here rather than by Python's KeyboardInterrupt:
+        # started in a shell's background (`&`), a program inherits SIGINT ignored and would never end on it.
+        received: list[str] = []
+
+        def on_signal(signum: signal.Signals) -> None:
+            received.append(signum.name)
+            task.cancel()
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum)
         try:
             async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
                 print(f"start: {coord.start_path}", flush=True)
                 await work(coord)
         except asyncio.CancelledError:
-            print("servo-coord: SIGTERM: stopped feeding the servos", file=sys.stderr)
+            print(f"servo-coord: {received[0] if received else 'cancelled'}: stopped feeding the servos",
+                  file=sys.stderr)
         return 0
 
     try:
         return asyncio.run(run())
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C before the handlers above were installed.
         return 0
     except CoordError as ex:
         print(f"servo-coord: {ex}", file=sys.stderr)

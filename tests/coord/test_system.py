@@ -33,7 +33,7 @@ from servo_node.coord._measure import plan_lag, progress_deviation
 from servo_node.coord._segment import wire_limits
 from servo_node.otg import plan as otg_plan
 from servo_node.setpoint import ProfileLimits
-from tests.procs import Processes, RegisterClient, base_env, popen, wait_for
+from tests.procs import Processes, RegisterClient, base_env, popen, stop, wait_for
 
 COORD = [sys.executable, "-m", "servo_node.coord"]
 COORD_ID = 100
@@ -195,6 +195,8 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
                 out = _read_until(proc, "straight-line deviation")
                 motions = [r.json("sys.motion") for r in readers]
                 print(out)
+                ended = stop(proc)  # Ctrl-C ends the hold.
+            assert proc.returncode == 0 and "servo-coord: SIGINT: stopped feeding the servos" in ended, ended
             assert "sync phase;" in out and "arrival spread" in out and start_line in out, out
             t0 = np.array([m["plan"]["t0"] for m in motions])
             T = np.array([m["plan"]["T"] for m in motions])

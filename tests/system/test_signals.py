@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
+from tests.procs import BIN, RegisterClient, base_env, popen, wait_answers, wait_for
 
 NODE, CLIENT = 3735, 3736  # Uncommon: other Cyphal traffic on 127.0.0.1 may use 125/126.
 
@@ -20,8 +20,8 @@ def test_signal_mid_motion_stops_safely_and_exits_0(signum: signal.Signals, tmp_
     node = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     reader = None
     try:
+        wait_answers(node, env, NODE, "servo-node")
         reader = RegisterClient(env, NODE)
-        wait_for(lambda: reader.json("sys.motion") is not None, timeout=120, what="the node to answer")
         pub_env = {k: v for k, v in env.items() if not k.startswith(("SERVO__", "SIM__"))} | {
             "UAVCAN__NODE__ID": str(CLIENT)
         }

@@ -12,7 +12,7 @@ import pytest
 
 from cyphal_common import dsdl
 from servo_node._kernel_cache import invalidate_if_sources_changed
-from tests import isolation
+from tests import isolation, procs
 
 BUS_SCENARIOS = (
     "tests/system/",
@@ -76,6 +76,7 @@ once, the scenario's processes get the cores they need (CFS weights about 1:30),
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    procs.realtime_permitted = item.nodeid.startswith(BUS_SCENARIOS)  # Only timing verdicts need real-time nodes.
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:
             os.setpriority(os.PRIO_PROCESS, 0, 0 if item.nodeid.startswith(SCENARIOS) else COMPUTE_NICE)

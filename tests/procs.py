@@ -235,13 +235,22 @@ def wait_answers(
         client.close()
 
 
+realtime_permitted = True
+"""False while a test runs whose verdicts do not need its processes to keep time (set per test by
+``tests/conftest.py``): its nodes (a fuzzed or flooded one among them) must not compete at real-time priority with
+the nodes of the timing scenario running beside it."""
+
+
 def realtime(pid: int, priority: int = 10) -> bool:
     """Put every thread of process ``pid`` under SCHED_FIFO ``priority`` where the OS permits (root or
-    CAP_SYS_NICE), as a real-time deployment runs a servo and its drive; False if not permitted.
+    CAP_SYS_NICE), as a real-time deployment runs a servo and its drive; False if not permitted (or not
+    :data:`realtime_permitted` for the running test).
 
     For tests whose verdict needs the processes to run on time on a loaded machine: call it once they are up
     (their kernels compiled), since a FIFO thread compiling would hold a core.
     """
+    if not realtime_permitted:
+        return False
     ok = True
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:

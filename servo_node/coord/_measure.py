@@ -20,21 +20,30 @@ its start and end, where the joint's settling dominates): the lag fit leaves the
 
 
 def progress_deviation(series: Sequence[tuple[np.ndarray, np.ndarray]], starts: Sequence[float],
-                       targets: Sequence[float], t_from: float, t_to: float, step: float = 1e-3) -> float:
+                       targets: Sequence[float], t_from: float, t_to: float, step: float = 1e-3,
+                       max_gap: float | None = None) -> float:
     """Max over [t_from, t_to] of the spread of the normalised progress of the moving axes.
 
     ``series``: per axis (times, positions); before its first sample an axis is at its start, after its last at
-    its last sample.
+    its last sample. ``max_gap``: instants between two samples of an axis farther apart than this are not judged (a
+    recording that lost samples is not interpolated across its gaps); NaN if no instant is left.
     """
     grid = np.arange(t_from, t_to + step, step)
     rows = []
+    judged = np.ones(len(grid), dtype=bool)
     for (t, p), p0, pt in zip(series, starts, targets, strict=True):
         if pt == p0 or len(t) == 0:
             continue
         rows.append((np.interp(grid, t, p, left=p0, right=p[-1]) - p0) / (pt - p0))
+        if max_gap is not None and len(t) > 1:
+            i = np.clip(np.searchsorted(t, grid), 1, len(t) - 1)
+            inside = (grid > t[0]) & (grid < t[-1])
+            judged &= ~inside | (t[i] - t[i - 1] <= max_gap)
     if len(rows) < 2:
         return 0.0
-    s = np.vstack(rows)
+    if not judged.any():
+        return math.nan
+    s = np.vstack(rows)[:, judged]
     return float(np.max(s.max(axis=0) - s.min(axis=0)))
 
 

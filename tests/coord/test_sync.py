@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servo_node.coord import AxisMotion, Sync, SyncPlan, normalised_progress, synchronize
+from servo_node.coord._measure import progress_deviation
 from servo_node.otg import Trajectory, plan
 from servo_node.setpoint import ProfileLimits
 
@@ -398,3 +399,16 @@ def test_phase_from_a_start_on_the_line(axes: list[AxisMotion]) -> None:
     assert sp.used is Sync.PHASE, sp.fallback
     if sp.duration > 0.0:
         _check_phase(axes, sp)
+
+
+def test_a_recording_gap_is_not_judged_with_max_gap() -> None:
+    """Two axes on one line, sampled every 2 ms; one recording loses 250 ms early in the move. Interpolated across
+    the gap it deviates; with ``max_gap`` only the instants it has samples around are judged: on the line again."""
+    t = np.arange(0.0, 1.0, 0.002)
+    s = 0.5 - 0.5 * np.cos(np.pi * t)  # A smooth progress from 0 to 1.
+    lost = (t > 0.05) & (t < 0.3)
+    series = [(t, 2.0 * s), (t[~lost], -1.0 * s[~lost])]
+    across = progress_deviation(series, [0.0, 0.0], [2.0, -1.0], 0.0, 0.99)
+    judged = progress_deviation(series, [0.0, 0.0], [2.0, -1.0], 0.0, 0.99, max_gap=0.01)
+    assert across > 0.01 and judged < 1e-3, (across, judged)
+    assert math.isnan(progress_deviation(series, [0.0, 0.0], [2.0, -1.0], 0.06, 0.29, max_gap=0.01))

@@ -41,6 +41,8 @@ START = 3309
 """The shared motion_start subject of the variant that starts on one start message (servo_node.staging)."""
 DEADMAN_S = 0.5
 DYNAMICS_RATE_HZ = 500
+RECORDING_GAP_S = 0.02
+"""Instants between two recorded samples of an axis farther apart than this are not judged for the line."""
 
 # node-ID, setpoint subject, dynamics subject, profile v, a (dec, acc), jerk, inertia
 AXES = [
@@ -210,8 +212,12 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
             finals = [rec.latest(i)[1] for i in range(3)]
             errors = [f - t for f, t in zip(finals, targets, strict=True)]
             series = [(s[:, 0], s[:, 1]) for s in (rec.series(i) for i in range(3))]
-            deviation = progress_deviation(series, starts, targets, t_from, t_to)
+            # Judged where the recorder has samples 20 ms apart or closer: on a loaded host it now and then loses
+            # a stretch of frames (its own starved process, not the nodes), and a line interpolated across such a
+            # gap is not the joint's motion. The rate check below keeps the recording dense overall.
+            deviation = progress_deviation(series, starts, targets, t_from, t_to, max_gap=RECORDING_GAP_S)
             rates = [np.count_nonzero((t >= t_from) & (t <= t_to)) / (t_to - t_from) for t, _ in series]
+            gaps = [float(np.diff(t[(t >= t_from) & (t <= t_to)]).max(initial=0.0)) for t, _ in series]
             # Each node's own plan (the coordinator's limits as the wire carries them), started at its reported t0:
             # how far does the recorded motion trail it?
             trajs = [otg_plan(p0, 0.0, 0.0, float(np.float32(pt)), 0.0, *wire_limits(ap.limits).as_tuple())
@@ -220,7 +226,7 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
             print(f"{bus_kind}: T {T}, arrival spread {spread * 1e3:.3f} ms, start skew "
                   f"{np.ptp(t0) * 1e3:.3f} ms, measured lag behind the reported plans {lags * 1e3} ms, final "
                   f"errors {errors}, straight-line deviation {deviation * 100:.3f} % of stroke, dynamics at "
-                  f"{[round(r) for r in rates]} Hz")
+                  f"{[round(r) for r in rates]} Hz, longest recording gaps {[round(g * 1e3, 1) for g in gaps]} ms")
             assert np.allclose([tr.duration for tr in trajs], T, rtol=1e-5), "the nodes planned other moves"
             # The joints really started at the reported t0 (to within the tracking lag of the embedded joints).
             assert np.all(np.abs(lags) < 0.005), lags

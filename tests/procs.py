@@ -214,7 +214,9 @@ POLL_TIMEOUT_S = 0.25
 def wait_answers(
     proc: subprocess.Popen[str], env: Mapping[str, str], node_id: int, what: str, timeout: float = 120
 ) -> None:
-    """Until the process ``proc`` answers a read of ``uavcan.node.id`` as ``node_id``; fails if it exits first.
+    """Until the process ``proc`` is up as node ``node_id``: its heartbeat says OPERATIONAL (a servo node answers
+    register reads already while its axes start, INITIALIZATION) and it answers a read of ``uavcan.node.id``; fails
+    if it exits first.
 
     Polled in this process (:class:`RegisterClient`): a ``y r`` per poll would start a Python process every few
     hundred milliseconds on a machine busy starting the very node it waits for. Each poll asks once with a short
@@ -222,11 +224,17 @@ def wait_answers(
     twice) would add up to 4 s to every start.
     """
     client = RegisterClient(
-        env, node_id, client_node_id=next(c for c in _CLIENT_POOL if c != node_id), response_timeout=POLL_TIMEOUT_S
+        env,
+        node_id,
+        client_node_id=next(c for c in _CLIENT_POOL if c != node_id),
+        response_timeout=POLL_TIMEOUT_S,
+        watch_heartbeat=True,
     )
     try:
         wait_for(
-            lambda: proc.poll() is None and client.read("uavcan.node.id", attempts=1) == [node_id],
+            lambda: proc.poll() is None
+            and client.operational
+            and client.read("uavcan.node.id", attempts=1) == [node_id],
             timeout=timeout,
             interval=0.05,
             what=f"{what} {node_id} to answer (exit code {proc.poll()})",
@@ -303,15 +311,23 @@ class RegisterClient(BusThread):
     """
 
     def __init__(
-        self, env: Mapping[str, str], server_node_id: int, client_node_id: int = 127, response_timeout: float = 2.0
+        self,
+        env: Mapping[str, str],
+        server_node_id: int,
+        client_node_id: int = 127,
+        response_timeout: float = 2.0,
+        watch_heartbeat: bool = False,
     ) -> None:
         super().__init__("register-client")
         self._server = server_node_id
-        self._presentation, self._client = self._run(self._open(env, client_node_id))
+        self.operational = False
+        """Whether the node's last heartbeat said OPERATIONAL (kept only with ``watch_heartbeat``)."""
+        self._presentation, self._client = self._run(self._open(env, client_node_id, watch_heartbeat))
         self._client.response_timeout = response_timeout
 
-    async def _open(self, env: Mapping[str, str], client_node_id: int) -> tuple[Any, Any]:
+    async def _open(self, env: Mapping[str, str], client_node_id: int, watch_heartbeat: bool) -> tuple[Any, Any]:
         import pycyphal.presentation
+        import uavcan.node
         import uavcan.register
 
         from cyphal_common.transport import make_transport
@@ -323,6 +339,14 @@ class RegisterClient(BusThread):
             regs["uavcan.udp.iface"] = env["UAVCAN__UDP__IFACE"]
         presentation = pycyphal.presentation.Presentation(make_transport(regs))
         client = presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, self._server)
+        if watch_heartbeat:
+
+            async def on_heartbeat(msg: uavcan.node.Heartbeat_1, meta: pycyphal.transport.TransferFrom) -> None:
+                if meta.source_node_id == self._server:
+                    self.operational = msg.mode.value == uavcan.node.Mode_1.OPERATIONAL
+
+            sub = presentation.make_subscriber_with_fixed_subject_id(uavcan.node.Heartbeat_1)
+            sub.receive_in_background(on_heartbeat)
         return presentation, client
 
     def read(self, name: str, attempts: int = 2) -> Any:

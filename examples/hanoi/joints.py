@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -162,24 +163,29 @@ def launched(bus: Bus, start: Pose, registry_dir: Path, arm: ArmGeometry | None 
             procs.append(subprocess.Popen([sys.executable, "-m", "sim_plant_node", "--arm", "--registry",
                                            str(registry_dir / "arm.db")], env=env, stdout=out,
                                           stderr=subprocess.STDOUT))
-            stack.callback(_stop, procs[-1])
+            stack.callback(_stop, [procs[-1]])
             for j in range(len(arm_plant.ARM_JOINTS)):
                 overrides[j] = arm_plant.servo_overrides(bus, j)
         elif plant != "joints":
             raise ValueError(f"plant must be 'joints' or 'arm', got {plant!r}")
+        servos = []
         for k, (joint, q) in enumerate(zip(joints(arm), start, strict=True)):
             env = node_environment(bus, k, joint, q) | overrides[k]
-            procs.append(subprocess.Popen([*servo_node, "run", "--registry", str(registry_dir / f"{joint.name}.db")],
-                                          env=env, stdout=out, stderr=subprocess.STDOUT))
-            stack.callback(_stop, procs[-1])
-        yield procs
+            servos.append(subprocess.Popen([*servo_node, "run", "--registry", str(registry_dir / f"{joint.name}.db")],
+                                           env=env, stdout=out, stderr=subprocess.STDOUT))
+        stack.callback(_stop, servos)  # Together (each safe stop takes most of a second), before the arm plant.
+        yield [*procs, *servos]
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(2)
+def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGINT to every process still running, then each waited for (SIGKILL after 10 s)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(2)
+    deadline = time.monotonic() + 10.0
+    for proc in procs:
         try:
-            proc.wait(10)
+            proc.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

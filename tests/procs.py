@@ -317,13 +317,18 @@ class RegisterClient(BusThread):
         client_node_id: int = 127,
         response_timeout: float = 2.0,
         watch_heartbeat: bool = False,
+        thread_name: str = "register-client",
     ) -> None:
-        super().__init__("register-client")
+        super().__init__(thread_name)
         self._server = server_node_id
         self.operational = False
         """Whether the node's last heartbeat said OPERATIONAL (kept only with ``watch_heartbeat``)."""
+        self._run(self._enter())
         self._presentation, self._client = self._run(self._open(env, client_node_id, watch_heartbeat))
         self._client.response_timeout = response_timeout
+
+    async def _enter(self) -> None:
+        """Runs on the client's thread before its transport opens (a subclass joins another network there)."""
 
     async def _open(self, env: Mapping[str, str], client_node_id: int, watch_heartbeat: bool) -> tuple[Any, Any]:
         import pycyphal.presentation

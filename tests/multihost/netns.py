@@ -19,12 +19,10 @@ import os
 import re
 import secrets
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from tests.procs import BusThread, RegisterClient
+from tests.procs import RegisterClient
 
 PREFIX = "csmh"
 """Namespace names: ``csmh<pid>x<random>-<host>`` (cyphal-servo multi-host)."""
@@ -149,15 +147,12 @@ class HostRegisterClient(RegisterClient):
     namespace before opening the transport, so the test reads a host's registers even while it is cut off."""
 
     def __init__(self, host: Host, server_node_id: int, client_node_id: int) -> None:
-        BusThread.__init__(self, f"register-client-{host.name}")
-        self._server = server_node_id
+        self._netns = host.netns
+        super().__init__({"UAVCAN__UDP__IFACE": host.address}, server_node_id, client_node_id,
+                         thread_name=f"register-client-{host.name}")
 
-        async def enter() -> None:
-            _enter_netns(host.netns)
-
-        self._run(enter())
-        env: Mapping[str, Any] = {"UAVCAN__UDP__IFACE": host.address}
-        self._presentation, self._client = self._run(self._open(env, client_node_id))
+    async def _enter(self) -> None:
+        _enter_netns(self._netns)
 
     def close(self) -> None:
         """Close as the base class does, and drop the client now (its finalizer would run at interpreter exit)."""

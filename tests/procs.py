@@ -118,7 +118,7 @@ class Processes:
         self, *nodes: tuple[Mapping[str, str], Path, int], logs: Mapping[int, Path] | None = None
     ) -> list[subprocess.Popen[str]]:
         """``servo-node run`` processes, one per (environment, register file, node-ID), started at once and
-        returned once every one answers register reads, then under real-time scheduling where the OS permits
+        returned once every one is up (:func:`wait_answers`), then under real-time scheduling where the OS permits
         (:func:`realtime`): the suite runs on several workers, and a servo's verdicts must not depend on what the
         other workers compute meanwhile. ``logs``: the output file of a node-ID (else a pipe)."""
         procs = [
@@ -201,8 +201,8 @@ def settled_on_time(motion: Mapping[str, Any], late_s: float) -> bool:
 def servo_node(
     env: Mapping[str, str], registry: Path, node_id: int, log: Path | None = None
 ) -> Iterator[subprocess.Popen[str]]:
-    """A ``servo-node run`` process (its output into ``log`` if given), returned once it answers register reads,
-    under real-time scheduling where the OS permits (as :meth:`Processes.servo_nodes`)."""
+    """A ``servo-node run`` process (its output into ``log`` if given), returned once it is up, under real-time
+    scheduling where the OS permits (as :meth:`Processes.servo_nodes`)."""
     with Processes() as group:
         yield group.servo_nodes((env, registry, node_id), logs={node_id: log} if log else None)[0]
 

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PHASE  := bash .ci/phase
-# pytest-xdist workers: 3 on 2 cores (measured: 451-464 s against 509 s with 2), one of them running the timing
+# pytest-xdist workers: 3 on 2 cores (measured: 443-464 s against 509 s with 2), one of them running the timing
 # scenarios one at a time (tests/conftest.py BUS_SCENARIOS), one the packaging tests, and both then the tests that
 # only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in the collection's order,
 # hence --no-loadscope-reorder); each worker runs on a network namespace of its own (tests/isolation.py), which

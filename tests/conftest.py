@@ -52,8 +52,8 @@ LATE_BUS_SCENARIOS = (
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
 the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT), with generous heartbeat bounds,
 not tracking. They too run one at a time (xdist group ``bus-late``), but last: a worker takes them once the
-computing tests are done, beside the ``bus`` group. By then the machine has cores to spare: with one bus stream alone,
-60–90 % of two cores stood idle (``/proc/stat`` over a full run), so one stream left the other workers waiting. Their
+computing tests are done, beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
+CPU (earlier idle figures quoted here came from runs whose ``y pub`` ignored SIGINT; see :func:`_default_sigint`). Their
 nodes do not run real-time (``procs.realtime_permitted``): a fuzzed or flooded node would compete at the same FIFO
 priority with the timing stream's nodes."""
 

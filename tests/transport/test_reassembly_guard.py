@@ -7,6 +7,7 @@ fixes the defect upstream, ``test_upstream_defect_still_present`` says so and th
 from __future__ import annotations
 
 import inspect
+import math
 import tracemalloc
 
 import pycyphal
@@ -73,8 +74,12 @@ def test_bound() -> None:
 
 @pytest.mark.parametrize("index", [17, 3_000_000, 2**31 - 1])
 def test_far_index_dropped_without_allocation(index: int) -> None:
+    """The measured drop is not one the guard warns about (the first, then every tenfold total): a log record
+    through pytest's capture allocates kilobytes once, not per frame of a flood."""
     guard.install()
     r = reassembler(63)
+    while math.log10(guard.dropped_frames() + 1).is_integer():
+        r.process_frame(Timestamp.now(), frame(index, True, b"x" * 8), 2.0)
     before = guard.drop_counts()["index"]
     tracemalloc.start()
     try:

@@ -29,6 +29,7 @@ from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from cyphal_common.errors import ConfigurationError, ServoError
+from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import natural8, string
 from cyphal_common.tasks import cancel_and_wait
@@ -61,16 +62,6 @@ def vcs_revision() -> int:
         return int(out.stdout.strip()[:16], 16) if out.returncode == 0 else 0
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return 0
-
-
-async def _announce(node: pycyphal.application.Node) -> None:
-    """One heartbeat now (OPERATIONAL), besides the 1 Hz ones: the bus learns the node is up at once instead of up to
-    a second later. It shares the heartbeat subject's transfer-ID counter with pycyphal's own publisher."""
-    pub = node.make_publisher(uavcan.node.Heartbeat_1)
-    try:
-        await pub.publish(node.heartbeat_publisher.make_message())
-    finally:
-        pub.close()
 
 
 def _description(axes: Sequence[AxisNames]) -> str:
@@ -284,8 +275,7 @@ class ServoNode:
             for a in self._axes:
                 await a.start()
         self._supervision = asyncio.create_task(self._supervise_axes(list(self._axes)), name="supervise-axes")
-        node.heartbeat_publisher.mode = Mode.OPERATIONAL
-        await _announce(node)
+        await go_operational(node)
         self.ready.set()
         _logger.info("Node %s up with %d axis(es): %s", node.id, len(self._axes), node)
 

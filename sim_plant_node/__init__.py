@@ -2,7 +2,7 @@
 
 Lets the servo node (or yakut) drive a Webots-semantics joint over a real bus instead of hardware. Node name
 ``io.github.cyphal_servo.sim_plant``; heartbeat, GetInfo and the register services as pycyphal provides; the
-heartbeat mode is INITIALIZATION while the numba kernels compile/load, then OPERATIONAL.
+heartbeat mode is INITIALIZATION while the numba kernels compile/load, then OPERATIONAL (said at once).
 
 Ports (UDRAL service ``servo``; each is configured by its ``uavcan.{pub,sub}.<name>.id`` register, e.g. env
 ``UAVCAN__SUB__SERVO__SETPOINT__ID=1200``; an unset port, ID 65535, is simply off):

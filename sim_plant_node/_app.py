@@ -27,6 +27,7 @@ from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
+from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
@@ -332,7 +333,7 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         app = SimPlantNode(node, plant, config.publish_rate, config.quick_stop_deceleration)
         plant.start()
         app.start()
-        node.heartbeat_publisher.mode = Mode.OPERATIONAL
+        await go_operational(node)
         _logger.info("sim-plant up: node %s, %s joint %s", node.id, config.params.kind, config.params)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):

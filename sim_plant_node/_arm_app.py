@@ -29,6 +29,7 @@ import pycyphal.application
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Mode
 
+from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
@@ -92,7 +93,7 @@ async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> in
         drive.start()
         for app in apps:
             app.start()
-        node.heartbeat_publisher.mode = Mode.OPERATIONAL
+        await go_operational(node)
         _logger.info("sim-plant --arm up: node %s, joints %s at %s rad, motors %s", node.id, JOINTS, position, motors)
 
         async def health() -> None:

@@ -109,11 +109,25 @@ def _compile_plant() -> None:
     Joint(JointParams()).step(0.001)
 
 
+def _compile_bytecode() -> None:
+    """This distribution's modules as bytecode where their ``__pycache__`` is writable (a checkout; pip already did it
+    for an installed wheel): with PYTHONDONTWRITEBYTECODE set, as in many container images, Python caches none on
+    import, and every process compiled them from source again."""
+    import compileall
+    import importlib.util
+
+    for name in ("servo_node", "sim_plant", "sim_plant_node", "cyphal_common"):
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+            compileall.compile_dir(folder, quiet=2)
+
+
 def _warmup() -> int:
     """Fill the caches so that the first start of a node (or a test run) does not compile.
 
-    The DSDL, the OTG and the joint do not depend on each other: they compile in processes of their own, as many at
-    once as there are cores; the control loop, which calls the OTG and the joint, then finds them in the cache."""
+    The DSDL, the OTG, the joint and the modules' bytecode do not depend on each other: they compile in processes of
+    their own, as many at once as there are cores; the control loop, which calls the OTG and the joint, then finds
+    them in the cache."""
     import os
     import time
     from concurrent.futures import ProcessPoolExecutor
@@ -123,7 +137,7 @@ def _warmup() -> int:
 
     t0 = time.monotonic()
     with ProcessPoolExecutor(min(3, os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
-        for task in [pool.submit(f) for f in (_compile_otg, _compile_plant, dsdl.ensure_compiled)]:
+        for task in [pool.submit(f) for f in (_compile_otg, _compile_plant, dsdl.ensure_compiled, _compile_bytecode)]:
             task.result()
     from sim_plant import JointParams
 

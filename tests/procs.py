@@ -327,6 +327,33 @@ class RegisterClient(BusThread):
         self._presentation, self._client = self._run(self._open(env, client_node_id, watch_heartbeat))
         self._client.response_timeout = response_timeout
 
+    def of(self, server_node_id: int) -> RegisterClient:
+        """A reader of another node through this client's transport and thread, closed with this client.
+
+        Over udpmc CAN every transport in this process receives every frame on the bus: a client per node multiplied
+        that work, and with three nodes publishing dynamics at 500 Hz the test process fell behind and lost the
+        frames of register responses."""
+        import copy
+
+        async def make() -> Any:
+            import uavcan.register
+
+            client = self._presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, server_node_id)
+            client.response_timeout = self._client.response_timeout
+            return client
+
+        async def close_port() -> None:
+            view._client.close()
+
+        def close() -> None:  # The transport stays this client's: a view closes its port only, if still open.
+            if not self._loop.is_closed():
+                self._run(close_port())
+
+        view = copy.copy(self)
+        view._server, view._client = server_node_id, self._run(make())
+        view.close = close  # type: ignore[method-assign]
+        return view
+
     async def _enter(self) -> None:
         """Runs on the client's thread before its transport opens (a subclass joins another network there)."""
 

@@ -140,9 +140,9 @@ def three_servos(bus: Mapping[str, str], tmp: Path, start: bool = False) -> Iter
             nodes.append((env, tmp / f"servo{node_id}.db", node_id))
         # Real-time once up, as a deployment runs them: the verdicts below are about their timing.
         stack.enter_context(Processes()).servo_nodes(*nodes)
-        readers = [RegisterClient(bus, node_id, client_node_id=110 + k) for k, (node_id, *_) in enumerate(AXES)]
-        stack.callback(lambda: [r.close() for r in readers])
-        yield readers
+        first = RegisterClient(bus, AXES[0][0], client_node_id=110)
+        stack.callback(first.close)
+        yield [first, *(first.of(node_id) for node_id, *_ in AXES[1:])]  # One transport for the three.
 
 
 def _limits(k: int) -> ProfileLimits:

@@ -112,6 +112,9 @@ def _check_contract() -> None:
     if vars(_input).get("select") is not _select or code is None or "select" not in code.co_names:
         raise PromptCloseError("pycyphal's UDP input session no longer polls with select.select in _reader_thread: "
                                "cyphal_common.transport._prompt_close needs updating for this pycyphal")
+    if any("close" in vars(cls) for cls in UDPInputSession.__subclasses__()):
+        raise PromptCloseError("a pycyphal UDP input session class overrides close(): "
+                               "cyphal_common.transport._prompt_close needs updating for this pycyphal")
     if "_thread" not in UDPInputSession.__init__.__code__.co_names:
         raise PromptCloseError("pycyphal's UDP input session no longer keeps its reader as self._thread: "
                                "cyphal_common.transport._prompt_close needs updating for this pycyphal")

@@ -65,6 +65,10 @@ def test_pinned_pycyphal_contract() -> None:
     assert prompt.installed()
     from pycyphal.transport.udp._session import _input
 
+    # Every session class closes through the patched base method.
+    assert {c.__name__ for c in _input.UDPInputSession.__subclasses__()} == {"PromiscuousUDPInputSession",
+                                                                           "SelectiveUDPInputSession"}
+    assert not any("close" in vars(c) for c in _input.UDPInputSession.__subclasses__())
     patched = vars(_input)["select"]
     assert isinstance(patched, prompt._WakeableSelect)
     assert patched.error is OSError  # Everything else is the real module.

@@ -20,7 +20,7 @@ from typing import Any
 import can
 
 from ._factory import UDPMC_PREFIX, parse_udpmc_iface
-from ._udp_multicast_media import restrict_to_loopback
+from ._udp_multicast_media import enlarge_receive_buffer, restrict_to_loopback
 
 __all__ = ["CanIfaceError", "UdpMulticastCanBus", "open_can_bus"]
 
@@ -39,6 +39,7 @@ class UdpMulticastCanBus(can.BusABC):  # type: ignore[misc]
         self._token = f"udpmc-{secrets.token_hex(8)}"
         self._inner = can.Bus(interface="udp_multicast", channel=group, port=port, fd=False, hop_limit=0)
         try:
+            enlarge_receive_buffer(self._inner)  # The CANopen bus carries every node's PDOs to every process too.
             restrict_to_loopback(self._inner, group)
         except OSError as ex:  # Still host-local thanks to TTL 0.
             _logger.warning("udpmc %s: could not restrict the socket to the loopback interface: %s", group, ex)

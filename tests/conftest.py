@@ -51,24 +51,18 @@ LATE_BUS_SCENARIOS = (
 )
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
 the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT), with generous heartbeat bounds,
-not tracking. They too run one at a time in each of their two groups (``bus-late``, and ``bus-late-hostile`` for
-:data:`LATE_HOSTILE`), but last: a worker takes each once its computing or packaging tests are done, beside the
-``bus`` group, whose time goes to motion, start-ups and answers more than to the
+not tracking. They too run one at a time (xdist group ``bus-late``), but last: a worker takes them once the
+computing tests are done, beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
 CPU (earlier idle figures quoted here came from runs whose ``y pub`` ignored SIGINT; see :func:`_default_sigint`). Their
 nodes do not run real-time (``procs.realtime_permitted``): a fuzzed or flooded node would compete at the same FIFO
 priority with the timing stream's nodes."""
 
 SCENARIOS = BUS_SCENARIOS + LATE_BUS_SCENARIOS
 
-LATE_HOSTILE = "tests/hostile/"
-"""The hostile-peer part of ``LATE_BUS_SCENARIOS`` runs as a group of its own (``bus-late-hostile``): the two halves,
-about 75 s each, go to the two workers that finish the computing and packaging tests, instead of one worker taking
-all of them (about 155 s) after the packaging tests while the other idled."""
-
 
 def _run_order(item: pytest.Item) -> int:
     """The ``bus`` group first (the longest stream), then the packaging tests (the longest computing one), the
-    computing tests, and the ``bus-late`` groups last: pytest-xdist hands out the groups in this order
+    computing tests, and the ``bus-late`` group last: pytest-xdist hands out the groups in this order
     (``--no-loadscope-reorder``)."""
     if item.nodeid.startswith(BUS_SCENARIOS):
         return 0
@@ -99,8 +93,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.nodeid.startswith(BUS_SCENARIOS):
             item.add_marker(pytest.mark.xdist_group("bus"))
         elif item.nodeid.startswith(LATE_BUS_SCENARIOS):
-            item.add_marker(pytest.mark.xdist_group("bus-late-hostile" if item.nodeid.startswith(LATE_HOSTILE)
-                                                     else "bus-late"))
+            item.add_marker(pytest.mark.xdist_group("bus-late"))
 
 
 def _default_sigint() -> None:

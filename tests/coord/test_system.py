@@ -140,7 +140,10 @@ def three_servos(bus: Mapping[str, str], tmp: Path, start: bool = False) -> Iter
             nodes.append((env, tmp / f"servo{node_id}.db", node_id))
         # Real-time once up, as a deployment runs them: the verdicts below are about their timing.
         stack.enter_context(Processes()).servo_nodes(*nodes)
-        first = RegisterClient(bus, AXES[0][0], client_node_id=110)
+        # A 5 s deadline per read: over udpmc this process takes every frame of the bus (1500 dynamics/s) through two
+        # transports and falls behind it — up to 440 kB queued in its sockets in a quiet run, more on a loaded host —
+        # so a response can arrive seconds after the node sent it.
+        first = RegisterClient(bus, AXES[0][0], client_node_id=110, response_timeout=5.0)
         stack.callback(first.close)
         yield [first, *(first.of(node_id) for node_id, *_ in AXES[1:])]  # One transport for the three.
 

@@ -303,6 +303,13 @@ class BusThread:
         self._loop.close()
 
 
+def _access_client(presentation: Any, server_node_id: int) -> Any:
+    """A ``uavcan.register.Access`` client of ``server_node_id`` on ``presentation`` (call on its loop's thread)."""
+    import uavcan.register
+
+    return presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, server_node_id)
+
+
 class RegisterClient(BusThread):
     """Reads registers of a node over the bus from inside the test process (pycyphal, no process per read).
 
@@ -336,9 +343,7 @@ class RegisterClient(BusThread):
         import copy
 
         async def make() -> Any:
-            import uavcan.register
-
-            client = self._presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, server_node_id)
+            client = _access_client(self._presentation, server_node_id)
             client.response_timeout = self._client.response_timeout
             return client
 
@@ -360,7 +365,6 @@ class RegisterClient(BusThread):
     async def _open(self, env: Mapping[str, str], client_node_id: int, watch_heartbeat: bool) -> tuple[Any, Any]:
         import pycyphal.presentation
         import uavcan.node
-        import uavcan.register
 
         from cyphal_common.transport import make_transport
 
@@ -370,7 +374,7 @@ class RegisterClient(BusThread):
         else:
             regs["uavcan.udp.iface"] = env["UAVCAN__UDP__IFACE"]
         presentation = pycyphal.presentation.Presentation(make_transport(regs))
-        client = presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, self._server)
+        client = _access_client(presentation, self._server)
         if watch_heartbeat:
 
             async def on_heartbeat(msg: uavcan.node.Heartbeat_1, meta: pycyphal.transport.TransferFrom) -> None:

@@ -44,7 +44,8 @@ class PromptCloseError(RuntimeError):
     """pycyphal's UDP input session no longer has the shape this patch was written against."""
 
 
-def _waker(ident: int) -> socket.socket:
+def _waker(ident: int) -> tuple[socket.socket, socket.socket]:
+    """The thread's wake-up pair (the end its ``select`` waits on, the end ``close()`` writes to), made if new."""
     with _lock:
         pair = _wakers.get(ident)
         if pair is None:
@@ -52,20 +53,16 @@ def _waker(ident: int) -> socket.socket:
             for s in pair:
                 s.setblocking(False)
             _wakers[ident] = pair
-    return pair[0]
+    return pair
 
 
 def _wake(ident: int) -> None:
     """Make the thread's next (or current) ``select`` return at once; its socket is made here if the thread has
     not polled yet, so a wake-up sent before its first poll is not lost."""
-    _waker(ident)
-    with _lock:
-        pair = _wakers.get(ident)
-    if pair is not None:
-        try:
-            pair[1].send(b"\0")
-        except OSError:  # Full (already woken) or closed underneath: the thread wakes either way.
-            pass
+    try:
+        _waker(ident)[1].send(b"\0")
+    except OSError:  # Full (already woken) or closed underneath: the thread wakes either way.
+        pass
 
 
 def _forget(ident: int | None) -> None:
@@ -88,7 +85,7 @@ class _WakeableSelect(ModuleType):
     @staticmethod
     def select(rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
-        wake = _waker(threading.get_ident())
+        wake = _waker(threading.get_ident())[0]
         wait = POLL_S if timeout is None else max(timeout, POLL_S)
         ready, writable, exceptional = _select.select([*rlist, wake], wlist, xlist, wait)
         if wake in ready:

@@ -141,15 +141,14 @@ frames/s dropped frames — 47 to 1019 per process in one coordination test — 
 responses."""
 
 
-def enlarge_receive_buffer(bus: can.BusABC) -> int:
+def enlarge_receive_buffer(bus: can.BusABC) -> None:
     """Ask for :data:`RX_BUFFER_BYTES` on a python-can ``udp_multicast`` bus socket (beyond ``net.core.rmem_max``
-    where permitted, as root); returns what the kernel granted."""
+    where permitted, as root; else capped there)."""
     with _bus_socket(bus) as sock:
         try:
             sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, RX_BUFFER_BYTES)
         except OSError:  # Not permitted: the request is capped at net.core.rmem_max.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RX_BUFFER_BYTES)
-        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,7 @@ Each pass (:meth:`Supervision.supervise`, every :data:`SUPERVISE_PERIOD_S` from 
 :data:`SUPERVISE_IDLE_PERIOD_S` while the axis is idle) reports a fault the loop counted once, holds a drive's own
 fault until a re-arm, ends a drive-lost error when the drive reports again, lets the gate's timeouts stop the loop
 (a follower's: after the loop's own lost-leader stop) and logs a state change once. ``status`` and ``dynamics`` go
-out when due, ``feedback`` from its own task.
+out when due (``dynamics`` only from a fresh, trusted measurement), ``feedback`` from its own task.
 """
 
 from __future__ import annotations
@@ -194,8 +194,9 @@ class Supervision:
             if now >= self._next_dynamics:
                 self._next_dynamics = max(self._next_dynamics + self._dynamics_period, now)
                 s = s if s is not None else st.started_loop().sample()
-                await self.pubs["dynamics"].publish(
-                    dynamics_message(s, st.loop_clock == "real", st.timesync.offset_s))
+                if s.measured:  # No measurement, no dynamics: zeros or a silent drive's last state are not news.
+                    await self.pubs["dynamics"].publish(
+                        dynamics_message(s, st.loop_clock == "real", st.timesync.offset_s))
         except pycyphal.transport.ResourceClosedError:
             raise
         except Exception:  # A bug here must not end supervision: log it and keep going.

@@ -151,7 +151,7 @@ class UdralFace:
                 engaged, health, errors = state()
                 s = sample()
                 for name, msg in self._messages(s, engaged, health).items():
-                    if name in self._pubs:
+                    if name in self._pubs and (s.measured or name == "feedback"):  # dynamics, power: measured only
                         await self._pubs[name].publish(msg)
                 if time.monotonic() >= next_status and "status" in self._pubs:
                     next_status = time.monotonic() + MAX_PERIOD_S

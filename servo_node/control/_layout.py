@@ -222,7 +222,8 @@ O_FB_FAULTS = 43  # feedback faults (ST_FB_FAULTS)
 O_FB_BAD = 44  # FB_* reason while the feedback is distrusted, else 0
 O_FB_LAST = 45  # FB_* reason of the latest fault
 O_CMD_CLIPPED = 46  # drive commands clipped into the envelope (ST_CMD_CLIPPED)
-N_OUT = 47
+O_MEASURED = 47  # 1: O_P..O_F are a fresh, trusted measurement; 0: none yet, the drive silent or distrusted
+N_OUT = 48
 
 # ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
 LK_MEAS_COUNT = 0  # measurements taken into the model

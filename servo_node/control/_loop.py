@@ -176,6 +176,10 @@ class LoopSample:
     """``FB_*`` reason of the latest feedback fault (0: none yet)."""
     commands_clipped: int = 0
     """Drive commands the loop clipped into the envelope (or replaced because they were not finite)."""
+    measured: bool = True
+    """``position`` … ``force`` are a fresh, trusted measurement of the drive; False before a bus drive's first
+    report, while it is silent beyond ``servo.drive.feedback_timeout`` and while its feedback is distrusted (they
+    then hold the last good values, or zeros before any)."""
 
     @property
     def stopped(self) -> bool:
@@ -357,6 +361,7 @@ class ControlLoop:
             feedback_distrusted=int(o[L.O_FB_BAD]),
             feedback_last=int(o[L.O_FB_LAST]),
             commands_clipped=int(o[L.O_CMD_CLIPPED]),
+            measured=o[L.O_MEASURED] == 1.0,
         )
 
     def link_stats(self) -> LinkStats | None:

@@ -247,8 +247,9 @@ class Coordinator:
             if left <= 0:
                 silent = [ax.label + f" (subject {ax.dynamics})" for ax, s in zip(self.axes, self._latest, strict=True)
                           if s is None]
-                raise CoordError(f"no dynamics from {', '.join(silent)}: is servo.dynamics_rate set and the "
-                                 f"dynamics port configured?")
+                raise CoordError(f"no dynamics from {', '.join(silent)}: is servo.dynamics_rate set, the "
+                                 f"dynamics port configured, and its drive reporting (a node publishes measurements "
+                                 f"only)?")
             try:
                 await asyncio.wait_for(self._fresh.wait(), left)
             except TimeoutError:

@@ -239,13 +239,22 @@ async def test_transfer_ids_continue_after_restart(servo: ServoNode, client: Cli
 
 
 async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
+    """…and ``dynamics`` carry measurements only: none while the drive has never reported (the loop's zeros are not
+    a position), the drive's own position once it does."""
     records: list[str] = []
+    positions: list[float] = []
 
     async def on_record(msg: uavcan.diagnostic.Record_1_1, _meta: pycyphal.transport.TransferFrom) -> None:
         records.append(msg.text.tobytes().decode())
 
+    async def on_dynamics(msg: zubax.physics.dynamics.DoF3rdTs_1_0, meta: pycyphal.transport.TransferFrom) -> None:
+        if meta.source_node_id == NODE:
+            positions.append(float(msg.value.kinematics.base.position))
+
     diag = client.node.make_subscriber(uavcan.diagnostic.Record_1_1)
     diag.receive_in_background(on_record)
+    dyn = client.node.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, DYNAMICS)
+    dyn.receive_in_background(on_dynamics)
     node = ServoNode(None, servo_env(SERVO__DRIVE__BACKEND="udral", **DRIVE_PORTS), loop_clock="simulated")
     async with node:
         axis = node.axis()
@@ -256,14 +265,17 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
             axis.advance(0.1)
             assert axis.status()["servo"]["state"] == "error"
         assert axis.counters.setpoints_ignored_error == 25 and axis.counters.setpoints_accepted == 0
-        await asyncio.sleep(0.3)  # Let any diagnostics out.
+        await asyncio.sleep(0.3)  # Let any diagnostics out (and 15 periods of dynamics, were there any).
         assert sum("servo error" in r for r in records) == 1, records
+        assert positions == [], positions
 
         # The drive reports again: the loop sees its feedback, and the axis leaves the error by itself.
         drive = client.node.make_publisher(rot.PlanarTs_0_1, 42)
-        await drive.publish(make_dynamics_ts(True, 0, 0.0, 0.0, 0.0, 0.0))
+        await drive.publish(make_dynamics_ts(True, 0, 1.25, 0.0, 0.0, 0.0))
         await until(lambda: axis.loop.drive.arrays.rx[RX_COUNT] > 0.0, "the drive feedback to arrive")
         axis.advance(0.02)
+        await until(lambda: positions, "dynamics once the drive has reported")
+        assert positions[-1] == pytest.approx(1.25), positions
         status = axis.status()["servo"]
         assert status["state"] == "standby" and "drive reports again" in status["reason"], status
         await client.send(axis, 5.0)
@@ -271,6 +283,7 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
         await asyncio.sleep(0.3)
         assert sum("restored" in r for r in records) == 1, records
     diag.close()
+    dyn.close()
 
 
 async def test_a_stale_duplicate_never_revives_a_silent_drive(client: Client) -> None:

@@ -70,7 +70,8 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
     """``sys.motion``: reference and measured state, the plan (``t0``: its start on the system clock, the clock of
     the dynamics timestamps [second], µs resolution — a setpoint's plan starts at its reception, see
     ``control._stages.plan_start``; ``kind``: ``move`` for a setpoint's plan, ``stop`` for a stop's, which
-    replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement.
+    replaces it, ``off`` once disengaged), the last stop, the link to a bus drive, engagement; ``measured``: false
+    while ``meas`` is no fresh, trusted measurement (absent otherwise).
 
     Kept within a register string: the reference and measured positions keep their digits longest (a position
     shown to 3 digits is no position): first the other numbers get fewer digits, then ``t`` and ``limited`` go,
@@ -94,6 +95,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
             "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other),
             "limited": s.limited,
             "engaged": s.engaged,
+            **({} if s.measured else {"measured": False}),  # meas: the last good values (zeros before any)
             "t": _g(s.time_s)[0],
         }
         if link is not None:

@@ -268,6 +268,7 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
         await asyncio.sleep(0.3)  # Let any diagnostics out (and 15 periods of dynamics, were there any).
         assert sum("servo error" in r for r in records) == 1, records
         assert positions == [], positions
+        assert axis.motion()["measured"] is False and axis.motion()["meas"][0] == 0.0  # Zeros, and said so.
 
         # The drive reports again: the loop sees its feedback, and the axis leaves the error by itself.
         drive = client.node.make_publisher(rot.PlanarTs_0_1, 42)
@@ -276,6 +277,7 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
         axis.advance(0.02)
         await until(lambda: positions, "dynamics once the drive has reported")
         assert positions[-1] == pytest.approx(1.25), positions
+        assert "measured" not in axis.motion() and axis.motion()["meas"][0] == 1.25
         status = axis.status()["servo"]
         assert status["state"] == "standby" and "drive reports again" in status["reason"], status
         await client.send(axis, 5.0)

@@ -49,7 +49,7 @@ def tick(now: float, A: LoopArrays) -> None:
     st[L.ST_PREV_T] = now
     st[L.ST_TICKS] += 1.0
     kind = cfg[L.K_DRIVE]
-    drive.measure(kind, A.drive, now, dt, st[L.ST_STARTED_T], cfg[L.K_FEEDBACK_TIMEOUT], A.meas)
+    drive.measure(kind, A.drive, now, dt, cfg[L.K_PERIOD], st[L.ST_STARTED_T], cfg[L.K_FEEDBACK_TIMEOUT], A.meas)
     check_feedback(now, A)
     observe(now, A)
     supervise_drive(now, A)

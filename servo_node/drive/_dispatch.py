@@ -16,11 +16,19 @@ from .sim import _kernels as sim
 
 @njit(cache=True, nogil=True)
 def measure(
-    kind: float, d: DriveArrays, now: float, dt: float, started: float, feedback_timeout: float, meas: np.ndarray
+    kind: float,
+    d: DriveArrays,
+    now: float,
+    dt: float,
+    period: float,
+    started: float,
+    feedback_timeout: float,
+    meas: np.ndarray,
 ) -> None:
-    """Fill ``meas`` (p, v, a, f, fresh, age) for this tick; fresh: 1 yes, 0 silent too long, −1 not heard yet."""
+    """Fill ``meas`` (p, v, a, f, fresh, age) for this tick, ``dt`` after the last one (the loop's ``period``
+    apart when on time); fresh: 1 yes, 0 silent too long, −1 not heard yet."""
     if kind == DRIVE_SIM:
-        sim.measure(d, dt, meas)
+        sim.measure(d, dt, period, meas)
     else:
         remote.measure(d, now, started, feedback_timeout, meas)
 

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 from servo_node.control import ControlLoop, LoopConfig
+from servo_node.control._kernel import tick
 from servo_node.drive import SimDrive
 from servo_node.drive._remote_link import TX_ENABLE
+from servo_node.drive.sim._kernels import watchdog_s
 from servo_node.errors import ErrorCode
 from servo_node.setpoint import ProfileLimits, Setpoint
 from sim_plant import JointParams
@@ -163,3 +165,30 @@ def test_remote_drive_silence_is_an_error() -> None:
     s = loop.sample()
     assert s.error is ErrorCode.DRIVE_LOST and not s.engaged
     assert loop.drive.arrays.tx[TX_ENABLE] == 0.0
+
+
+@pytest.mark.parametrize("law", ["velocity", "torque"])
+def test_a_stalled_loop_finds_its_embedded_joint_braked_by_the_watchdog(law: str) -> None:
+    """One tick 0.6 s after the previous one (the thread stalled mid-move on the monotonic clock): the embedded drive
+    held the last command for its watchdog time only, then braked; the loop goes on to the target."""
+    loop = make_loop(law, max_force=10.0)
+    loop.command(Setpoint(0.5, 0.0, ProfileLimits(-2.0, 2.0, -5.0, 5.0, 50.0), 10.0))
+    loop.advance(0.35)
+    before = loop.sample()
+    assert before.velocity > 0.8, before
+    stalled_until = loop.now() + 0.6
+    tick(stalled_until, loop.arrays)
+    loop._sim_now = stalled_until  # The loop's simulated clock resumes after the stall.
+    after = loop.sample()
+    hold = watchdog_s(PERIOD)
+    # Held for `hold` (the command may accelerate it at up to 10 N·m on 1 kg·m²), then braked at the same force.
+    a, v_held = 10.0, before.velocity + 10.0 * hold
+    bound = before.velocity * hold + a * hold**2 / 2 + v_held**2 / (2 * a)
+    print(f"{law}: {before.velocity:.3f} rad/s at {before.position:.4f}; after a 0.6 s stall at {after.position:.4f} "
+          f"(bound {before.position + bound:.4f}; running on, ~{before.position + 0.6 * before.velocity:.3f})")
+    assert after.position - before.position <= bound
+    assert after.position - before.position < 0.6 * before.velocity / 2  # Not run on: half of that at most.
+    assert abs(after.velocity) < 1e-6  # At rest: braked within the stall.
+    loop.advance(3.0)
+    end = loop.sample()
+    assert abs(end.position - 0.5) <= 1e-3 and end.error is ErrorCode.NONE, end

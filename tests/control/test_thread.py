@@ -23,9 +23,10 @@ def make_loop(rate_hz: float) -> ControlLoop:
     """A loop on the real thread whose embedded joint advances one period per tick (``servo.loop_clock`` stepped).
 
     On the monotonic clock a starved thread (a test at niceness 15 on a busy machine) steps the joint over the
-    whole stall with the last command held, as a drive would run on without its controller: stalls of 0.6 s
-    mid-move end in a following-error stop about 1.1 rad past the target (CI run 34 saw one). These verdicts are
-    about which thread ticks which loop, so the joint's time is the ticks'.
+    whole stall (the last command held for the embedded drive's watchdog time, then its brake), so how a move
+    ends would depend on the scheduling (before that watchdog, a 0.6 s stall mid-move ended in a following-error
+    stop 1.1 rad past the target, as in CI run 34). These verdicts are about which thread ticks which loop, so
+    the joint's time is the ticks'.
     """
     config = LoopConfig(rate_hz=rate_hz, deadman_timeout_s=10.0, stepped_clock=True)
     return ControlLoop(config, SimDrive(JointParams()), clock="real")

@@ -184,10 +184,11 @@ def judge_joint(fol: np.ndarray, t_from: float, t_to: float) -> None:
     """The joint's measured velocity, and its velocity change over 50 ms (a step in the command would show as its
     size / 50 ms), within the follower's limits plus the tracking margin — where its loop kept time.
 
-    After the loop missed ticks (the process descheduled on a loaded host) the embedded joint has run the gap on the
-    last command while the reference moved on, and the velocity law ``v_ref + k·e`` catches up at the joint's force
-    limit: the host's stall, not the command, sets that acceleration (a SIGSTOP of the follower for 150 ms during
-    gear-in shows |Δv/Δt| 100 and |v| 17 while the reference stays within 40 and 10). Such stretches are not judged;
+    After the loop missed ticks (the process descheduled on a loaded host) the embedded joint has held the last
+    command (for up to its drive's watchdog time, then braked) while the reference moved on, and the velocity law
+    ``v_ref + k·e`` catches up at the joint's force limit: the host's stall, not the command, sets that acceleration
+    (before the watchdog, a SIGSTOP of the follower for 150 ms during gear-in showed |Δv/Δt| 100 and |v| 17 while the
+    reference stayed within 40 and 10). Such stretches are not judged;
     the reference is judged throughout (:func:`judge_reference`).
     """
     f = fol[(fol[:, 0] >= t_from) & (fol[:, 0] <= t_to)]

@@ -56,8 +56,7 @@ def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
         command_velocity(d.params, s, 0, 0.0)  # The watchdog: zero velocity within the motor force in use.
         step_joints(d.params, s, dt - hold)
     elif dt > 0.0:
-        step_joints(d.params, d.state, dt)
-    s = d.state
+        step_joints(d.params, s, dt)
     meas[M_P] = s[0, S_POSITION]
     meas[M_V] = s[0, S_VELOCITY]
     meas[M_A] = s[0, S_ACCELERATION]

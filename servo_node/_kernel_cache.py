@@ -16,7 +16,7 @@ from pathlib import Path
 _ROOT = Path(__file__).resolve().parent.parent
 _SOURCES = ("servo_node/otg", "servo_node/control", "servo_node/drive", "sim_plant")
 """Folders of kernel sources, subpackages included (``servo_node/drive/sim``)."""
-_SHARED_FILES = ("servo_node/_seqlock.py", "servo_node/errors.py")
+_SHARED_FILES = ("servo_node/_jit.py", "servo_node/_seqlock.py", "servo_node/errors.py")
 """Single modules outside those folders whose code or constants the kernels compile in."""
 _STAMP = ".kernel-sources.sha256"
 

@@ -1,32 +1,56 @@
 """Seqlocked float64 arrays: one writer, any number of readers, nobody blocks (numba ``nogil``).
 
 Slot 0 is the sequence number: the writer makes it odd (:func:`begin_write`), writes, makes it even
-(:func:`end_write`); :func:`read_seqlocked` copies until it saw an even, unchanged sequence number.
+(:func:`end_write`); :func:`read_seqlocked` copies until it saw an even, unchanged sequence number. Memory fences
+keep the compiler (and a weakly ordered CPU) from moving the data's loads and stores across the sequence number's.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import njit
+from numba import types
+from numba.extending import intrinsic
+
+from ._jit import tick_jit
 
 
-@njit(cache=True, nogil=True)
+@intrinsic
+def _fence(typingctx: Any, ordering: Any) -> Any:
+    """A memory fence of ``ordering`` (a literal string: ``"acquire"`` or ``"release"``)."""
+    if not isinstance(ordering, types.StringLiteral):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        builder.fence(ordering.literal_value)
+        return context.get_dummy_value()
+
+    return types.void(ordering), codegen
+
+
+@tick_jit
 def read_seqlocked(src: np.ndarray, dst: np.ndarray) -> None:
     """Copy a seqlocked array consistently (retries while the writer is mid-update)."""
     while True:
         s0 = src[0]
-        dst[:] = src
+        _fence("acquire")
+        for k in range(src.size):
+            dst[k] = src[k]
+        _fence("acquire")
         if s0 == src[0] and (int(s0) & 1) == 0:
             return
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def begin_write(a: np.ndarray) -> None:
     """Mark ``a`` as being written (odd sequence number)."""
     a[0] += 1.0
+    _fence("release")
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def end_write(a: np.ndarray) -> None:
     """Publish the fields written since :func:`begin_write` (even sequence number)."""
+    _fence("release")
     a[0] += 1.0

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
+from .._jit import tick_jit
 from ..drive._base import DRIVE_SIM
 from ..errors import ErrorCode
 from . import _layout as L
@@ -53,12 +52,12 @@ _CODE = (0.0, float(ErrorCode.FEEDBACK_NOT_FINITE), float(ErrorCode.FEEDBACK_IMP
          float(ErrorCode.FEEDBACK_STAMP))  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _stamped(s: float) -> bool:
     return math.isfinite(s) and s > 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _plausible(A: LoopArrays, p: float, v: float, rx: float, s: float, p0: float, rx0: float, s0: float) -> float:
     """FB_OK if (p, v) received at ``rx`` (stamped ``s``) can follow (p0 at rx0, s0); else FB_STAMP or FB_JUMP."""
     cfg = A.cfg
@@ -75,7 +74,7 @@ def _plausible(A: LoopArrays, p: float, v: float, rx: float, s: float, p0: float
     return L.FB_OK
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _judge(A: LoopArrays, remote: bool) -> float:
     """The reason to distrust this tick's new sample (FB_OK: none), against the last good one."""
     m, st = A.meas, A.st
@@ -88,7 +87,7 @@ def _judge(A: LoopArrays, remote: bool) -> float:
                       st[L.ST_FB_STAMP])  # fmt: skip
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _take(A: LoopArrays) -> None:
     """This sample is the last good one."""
     m, st = A.meas, A.st
@@ -99,7 +98,7 @@ def _take(A: LoopArrays) -> None:
     st[L.ST_FB_RX_T], st[L.ST_FB_STAMP], st[L.ST_FB_COUNT] = m[L.M_RX_T], m[L.M_STAMP], m[L.M_COUNT]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _substitute(now: float, A: LoopArrays) -> None:
     """Hide the distrusted sample: the stages see the last good one, not fresh (a silent drive stays silent)."""
     m, st = A.meas, A.st
@@ -111,7 +110,7 @@ def _substitute(now: float, A: LoopArrays) -> None:
         m[L.M_AGE] = now - st[L.ST_FB_RX_T]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _fault(now: float, A: LoopArrays, reason: float) -> None:
     """The feedback became distrusted: its error, counted; the stop from the last good state (or the reference,
     where the two agree within the following-error window)."""
@@ -130,7 +129,7 @@ def _fault(now: float, A: LoopArrays, reason: float) -> None:
         start_stop(now, A, out[L.O_PREF], out[L.O_VREF], out[L.O_AREF])
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def check_feedback(now: float, A: LoopArrays) -> None:
     """Judge the drive's new sample (see the module docstring); hide it from every later stage if distrusted."""
     m, st, cfg = A.meas, A.st, A.cfg
@@ -171,7 +170,7 @@ def check_feedback(now: float, A: LoopArrays) -> None:
     _substitute(now, A)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def bound_command(A: LoopArrays, v_cmd: float, f_cmd: float) -> tuple[float, float]:
     """(v, f) within the envelope and the active limits (see the module docstring); NaN, NaN when disengaged."""
     st, cfg, act, ref = A.st, A.cfg, A.act, A.ref

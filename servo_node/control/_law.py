@@ -5,14 +5,14 @@ is bounded next (:func:`._feedback.bound_command`)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from . import _layout as L
 from . import _link as link
 from ._layout import LoopArrays
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
     """(v_cmd, f_cmd): velocity ``v = v_ref + k·e`` or computed torque ``τ = J·a_ref + K_p·e + K_d·ė``.
 
@@ -40,7 +40,7 @@ def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
     return np.nan, min(max(f, -flim), flim)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def bus_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
     """The law for a drive on the bus, through the link model (:mod:`._link`): the command takes effect at
     ``t_e`` and is held for the drive period ``T_d``.

@@ -36,8 +36,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from ..drive._base import DRIVE_SIM
 from . import _layout as L
 from ._layout import LoopArrays
@@ -54,7 +54,7 @@ MIN_WEIGHT = 10.0
 """Informative measurements the fit needs before its estimate replaces the prior (the fastest measurement age)."""
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _held(sends: np.ndarray, n_sends: float, t: float, col: int) -> float:
     """The command (column ``col``) in force at loop time ``t``: the last one sent at or before ``t``. Before the
     first send of this engagement the drive was not commanded: 0 (at rest, no force); NaN if ``t`` precedes what
@@ -76,14 +76,14 @@ def _held(sends: np.ndarray, n_sends: float, t: float, col: int) -> float:
     return sends[lo % L.SENDS_N, col]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _stamp(m: np.ndarray) -> float:
     """The measurement's timestamp: the drive's, or the reception time if it sends none (0 means unknown)."""
     s = m[L.M_STAMP]
     return s if (math.isfinite(s) and s > 0.0) else m[L.M_RX_T]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _integral(sends: np.ndarray, n_sends: float, a: float, b: float, col: int, scale: float) -> float:
     """∫ of the held command (column ``col``, times ``scale``) over loop time [a, b]; NaN if ``a`` precedes the
     ring."""
@@ -108,7 +108,7 @@ def _integral(sends: np.ndarray, n_sends: float, a: float, b: float, col: int, s
     return (total + x * (b - u)) * scale
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _fit(A: LoopArrays, s0: float, s1: float, y: float, col: int, scale: float) -> None:
     """Add the change ``y`` between two consecutive measurements (stamps ``s0``, ``s1``) to the delay fit, if it
     is informative: velocity law, the displacement against ∫ v_sent; torque law, the velocity change against
@@ -145,7 +145,7 @@ def _fit(A: LoopArrays, s0: float, s1: float, y: float, col: int, scale: float) 
     lk[L.LK_D1] = lk[L.LK_THETA_REF] + L.LINK_GRID_MIN + (best + frac) * L.LINK_GRID_STEP
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def observe(now: float, A: LoopArrays) -> None:
     """Take a new send into the ring and a new measurement into the model; set ``meas[M_T]`` (when the drive was
     in the measured state, loop clock). The embedded joint is measured now."""
@@ -176,7 +176,7 @@ def observe(now: float, A: LoopArrays) -> None:
     m[L.M_T] = s - lk[L.LK_THETA]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _take_measurement(A: LoopArrays, s: float) -> None:
     """Update the clock model, the delay fit and the statistics rings with a new measurement stamped ``s``."""
     m, lk, cfg = A.meas, A.link, A.cfg
@@ -214,7 +214,7 @@ def _take_measurement(A: LoopArrays, s: float) -> None:
     lk[L.LK_N_STATS] += 1.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def restart_clock(A: LoopArrays) -> None:
     """Forget the drive's clock and the delay fit (a drive that restarted, or whose clock stepped): the next
     measurement starts the model again, as the first one did."""
@@ -222,17 +222,18 @@ def restart_clock(A: LoopArrays) -> None:
     for k in (L.LK_THETA_REF, L.LK_LOCAL, L.LK_THETA, L.LK_D1, L.LK_DELAY, L.LK_RS_MIN, L.LK_PREV_S):
         lk[k] = np.nan
     lk[L.LK_WEIGHT] = 0.0
-    lk[L.LK_GRID : L.LK_GRID + L.LINK_GRID_N] = 0.0
+    for k in range(L.LK_GRID, L.LK_GRID + L.LINK_GRID_N):
+        lk[k] = 0.0
     lk[L.LK_MEAS_COUNT] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def compensated(A: LoopArrays) -> bool:
     """True if this loop commands a drive on the bus through the link model."""
     return A.cfg[L.K_DRIVE] != DRIVE_SIM and A.cfg[L.K_COMPENSATE] != 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def effect_time(now: float, A: LoopArrays) -> float:
     """When the command written now takes effect at the drive: the next send plus the command delay."""
     nxt = A.meas[L.M_SENT_NEXT]
@@ -241,7 +242,7 @@ def effect_time(now: float, A: LoopArrays) -> float:
     return t_n + (d if math.isfinite(d) else 0.0)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def predict(A: LoopArrays, t_e: float) -> tuple[float, float]:
     """(p̂, v̂): the drive's state at ``t_e`` (loop clock) from the latest measurement and the commands sent since
     it could last show them, plus the command in ``tx`` from its send on (see the module docstring)."""
@@ -274,7 +275,7 @@ def predict(A: LoopArrays, t_e: float) -> tuple[float, float]:
     return p, v
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _advance(p: float, v: float, val: float, h: float, torque: bool, inv_j: float) -> tuple[float, float]:
     """The drive model over ``h`` seconds of one held command: it runs at the velocity command, or accelerates
     at force / J."""

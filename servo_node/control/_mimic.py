@@ -29,8 +29,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from .._seqlock import read_seqlocked
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from . import _layout as L
@@ -60,13 +60,13 @@ class Relation:
         return self.multiplier * (leader_position - self.reference) + self.offset
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def take_leader(A: LoopArrays) -> None:
     """This tick's consistent copy of the leader's sample and state (``lead_c``)."""
     read_seqlocked(A.lead, A.lead_c)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def leader_target(now: float, A: LoopArrays) -> tuple[float, float, float, float]:
     """(p_T, v_T, a_T, dt): the relation applied to the leader's sample extrapolated over dt to ``now``."""
     ld, cfg = A.lead_c, A.cfg
@@ -86,7 +86,7 @@ def leader_target(now: float, A: LoopArrays) -> tuple[float, float, float, float
     return m * (p - ld[L.LD_REF]) + ld[L.LD_OFFSET], m * v, m * a_l, dt
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int:
     """Plan from the reference state (p_r, v_r, a_r) at ``now`` towards the relation; returns the OTG status.
 
@@ -133,7 +133,7 @@ def replan(now: float, A: LoopArrays, p_r: float, v_r: float, a_r: float) -> int
     return status
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def verdict(now: float, A: LoopArrays) -> tuple[float, float]:
     """(reason, latency): why following must end now (``MIMIC_*``; 0: go on) and how long after the reception of
     the message that showed it (for a lost leader: after the deadman expired)."""
@@ -148,14 +148,14 @@ def verdict(now: float, A: LoopArrays) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def relation_error(A: LoopArrays, t_meas: float) -> float:
     """Target − measured position at the measurement's time (``t_meas`` after the plan start)."""
     mi = A.mim
     return mi[L.MI_P] + t_meas * (mi[L.MI_V] + 0.5 * mi[L.MI_A] * t_meas) - A.meas[L.M_P]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def gear_in(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
     """Engage mimic from (p0, v0, a0): gear in towards the relation under the follower's own limits, no step."""
     st, out = A.st, A.out
@@ -179,7 +179,7 @@ def gear_in(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
             start_stop(now, A, p0, v0, a0)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def follow_leader(now: float, A: LoopArrays) -> None:
     """Mimic: stop on a lost leader (deadman by the reception of its samples) or one that reports it disengaged or
     failed (at the first tick after the node wrote that state); else re-plan towards the relation (:mod:`._mimic`)."""
@@ -214,7 +214,7 @@ def follow_leader(now: float, A: LoopArrays) -> None:
     mi[L.MI_ERROR] = relation_error(A, t_m)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def add_target(A: LoopArrays, t: float, out: np.ndarray) -> None:
     """Add the target's state at ``t`` after the plan start (``ST_T0``) to a relative sample ``out[0:3]``."""
     mi = A.mim
@@ -223,14 +223,14 @@ def add_target(A: LoopArrays, t: float, out: np.ndarray) -> None:
     out[2] += mi[L.MI_A]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def sample_relative(A: LoopArrays, t: float, out: np.ndarray) -> None:
     """The reference at ``t`` after the plan start: the relative plan plus the target (mimic mode)."""
     sample_into(A.prof, t, out)
     add_target(A, t, out)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def publish_into(now: float, A: LoopArrays, following: bool) -> None:
     """The mimic fields of ``out`` (inside the publisher's seqlock)."""
     out, mi, st = A.out, A.mim, A.st

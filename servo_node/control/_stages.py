@@ -29,8 +29,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from .._seqlock import begin_write, end_write, read_seqlocked
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
@@ -57,7 +57,7 @@ from ._stop import (
 )
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _sample_ref(A: LoopArrays, t: float, out: np.ndarray) -> None:
     """The reference at ``t`` after the active plan's start: the profile, plus the leader's target in mimic mode."""
     if A.st[L.ST_MODE] == L.MODE_MIMIC:
@@ -66,7 +66,7 @@ def _sample_ref(A: LoopArrays, t: float, out: np.ndarray) -> None:
         sample_into(A.prof, t, out)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _recoverable(v: float, a: float, v_min: float, v_max: float, a_min: float, a_max: float, j: float) -> bool:
     """True if (v, a) obeys the direction-relative bounds and ramping a to 0 at jerk j stays within [v_min, v_max]."""
     tol = 1e-9 * (a_max - a_min)
@@ -79,7 +79,7 @@ def _recoverable(v: float, a: float, v_min: float, v_max: float, a_min: float, a
     return ok_a and v_min - vtol <= v_settle <= v_max + vtol
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
     """Plan the active command (``act``) from (p0, v0, a0): brake with the envelope first if its limits can't."""
     act, cfg, st, out = A.act, A.cfg, A.st, A.out
@@ -121,7 +121,7 @@ def plan_motion(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> N
             start_stop(now, A, p0, v0, a0)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def supervise_drive(now: float, A: LoopArrays) -> None:
     """Drive silence is DRIVE_LOST: the reference stops (open loop) and the drive is held braking."""
     st, fresh = A.st, A.meas[L.M_FRESH]
@@ -134,10 +134,11 @@ def supervise_drive(now: float, A: LoopArrays) -> None:
         st[L.ST_ERROR] = E_NONE
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _clip_limits(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> float:
     """Copy the command into ``act`` with its limits clipped into the envelope; 1.0 if anything was clipped."""
-    act[:] = c
+    for k in range(act.size):
+        act[k] = c[k]
     ev, ea, ej, ef = cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F]
     act[L.C_VMIN] = max(c[L.C_VMIN], -ev)
     act[L.C_VMAX] = min(c[L.C_VMAX], ev)
@@ -151,7 +152,7 @@ def _clip_limits(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> float:
     return 1.0 if clipped else 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _same_motion(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> bool:
     """True if command ``c``, clipped into the envelope, asks for the motion of ``act`` (mode aside)."""
     ev, ea, ej, ef = cfg[L.K_ENV_V], cfg[L.K_ENV_A], cfg[L.K_ENV_J], cfg[L.K_ENV_F]
@@ -167,7 +168,7 @@ def _same_motion(c: np.ndarray, act: np.ndarray, cfg: np.ndarray) -> bool:
     )
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def plan_start(now: float, rx_t: float, A: LoopArrays) -> float:
     """When the plan of a setpoint taken at tick ``now`` starts: its reception time ``rx_t``, but no earlier than
     the previous tick.
@@ -186,7 +187,7 @@ def plan_start(now: float, rx_t: float, A: LoopArrays) -> float:
     return min(max(rx_t, A.out[L.O_TIME]), now)  # out[O_TIME]: the previous tick's time (published last tick).
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def take_command(now: float, A: LoopArrays) -> None:
     """Act on a new command: plan a motion (unless refused), start a stop, or disengage."""
     c, st, act, cfg, m = A.c, A.st, A.act, A.cfg, A.meas
@@ -244,7 +245,7 @@ def take_command(now: float, A: LoopArrays) -> None:
         disengage(st)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def ref_at_measurement(now: float, A: LoopArrays, fallback: float) -> float:
     """The reference position when the drive was in the measured state (``M_T``): what a measurement is compared
     with. ``fallback`` (the reference now) if that time precedes the active profile or is unknown. For the embedded
@@ -258,7 +259,7 @@ def ref_at_measurement(now: float, A: LoopArrays, fallback: float) -> float:
     return A.ref[16]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def supervise_motion(now: float, A: LoopArrays) -> None:
     """Deadman by reception time; the end of an envelope brake; the following error."""
     st, cfg, act, m = A.st, A.cfg, A.act, A.meas
@@ -292,7 +293,7 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
         st[L.ST_FE_SINCE] = np.nan
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def reference(now: float, A: LoopArrays) -> bool:
     """Sample the reference now and one period ahead into ``ref``; end a stop at rest. Returns True while the
     stop's hold brakes with a zero-velocity command (from the end of the stop's plan until the joint is at rest)."""
@@ -352,7 +353,7 @@ def reference(now: float, A: LoopArrays) -> bool:
     return braking
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     """Write this tick's sample into the seqlocked ``out``."""
     out, st, m, ref = A.out, A.st, A.meas, A.ref

@@ -10,8 +10,8 @@ the reference stage's (:func:`._stages.reference`). Pure numba on the loop's arr
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from ..errors import ErrorCode
 from ..otg import plan_velocity_into, profile_duration
 from . import _layout as L
@@ -27,21 +27,21 @@ E_FB_FIRST = float(ErrorCode.FEEDBACK_NOT_FINITE)
 E_FB_LAST = float(ErrorCode.FEEDBACK_STAMP)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def expired(age: float, cfg: np.ndarray) -> bool:
     """The deadman, the one test every stage uses: a command (or the leader's latest sample) older than
     ``K_DEADMAN`` since its reception has expired; an unknown age (NaN) too."""
     return not age <= cfg[L.K_DEADMAN]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def clearable(e: float) -> bool:
     """An error a new plan ends: its setpoint's own (infeasible, numerical), a following error, a feedback fault
     (the plan is only taken once the feedback is trusted again)."""
     return e == E_INFEASIBLE or e == E_NUMERICAL or e == E_FOLLOWING or E_FB_FIRST <= e <= E_FB_LAST
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def set_error(st: np.ndarray, code: float) -> None:
     """Raise an error (counted once per change)."""
     if st[L.ST_ERROR] != code:
@@ -49,7 +49,7 @@ def set_error(st: np.ndarray, code: float) -> None:
         st[L.ST_ERROR_COUNT] += 1.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def engage(st: np.ndarray, mode: float, now: float) -> None:
     """The loop commands the drive in ``mode``, its plan starting at ``now``."""
     st[L.ST_MODE] = mode
@@ -57,7 +57,7 @@ def engage(st: np.ndarray, mode: float, now: float) -> None:
     st[L.ST_ENGAGED] = 1.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def disengage(st: np.ndarray) -> None:
     """The loop no longer commands the drive (the force is removed)."""
     st[L.ST_MODE] = L.MODE_DISENGAGE
@@ -65,7 +65,7 @@ def disengage(st: np.ndarray) -> None:
     st[L.ST_PRE_BRAKE] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> None:
     """Begin the stop from (p0, v0, a0); see the module docstring of :mod:`._stages`. Its bound is fixed here, up
     front."""
@@ -85,7 +85,7 @@ def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> No
     act[L.C_MODE] = L.MODE_STOP
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def stop_from(now: float, A: LoopArrays) -> None:
     """Start the stop from the reference, or from the measured state when they disagree beyond the window."""
     out, m = A.out, A.meas

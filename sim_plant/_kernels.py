@@ -60,6 +60,7 @@ from ._layout import MODE_VELOCITY as MODE_VELOCITY
 from ._layout import N_CACHE as N_CACHE
 from ._layout import N_PARAMS as N_PARAMS
 from ._layout import N_STATE as N_STATE
+from ._layout import N_WORK as N_WORK
 from ._layout import P_ACCELERATION as P_ACCELERATION
 from ._layout import P_CHILD as P_CHILD
 from ._layout import P_CONTROL_P as P_CONTROL_P
@@ -94,6 +95,7 @@ from ._layout import S_TARGET_VELOCITY as S_TARGET_VELOCITY
 from ._layout import S_TIME as S_TIME
 from ._layout import S_VC as S_VC
 from ._layout import S_VELOCITY as S_VELOCITY
+from ._layout import S_WORK as S_WORK
 from ._layout import SUBSTEP_OMEGA_MAX as SUBSTEP_OMEGA_MAX
 from ._layout import SUBSTEP_P_MAX as SUBSTEP_P_MAX
 from ._layout import FloatArray as FloatArray

@@ -51,7 +51,9 @@ S_TIME = 12  # simulated time [s]
 S_CACHE_H = 13  # substep length of the cached transition matrices; 0 = invalid (set 0 after editing params)
 S_CACHE = 14  # private: Φ (row-major, 2×2 or 4×4) then Γ (2×1 or 4×2) of the exact integrator
 N_CACHE = 24
-N_STATE = S_CACHE + N_CACHE
+S_WORK = S_CACHE + N_CACHE  # private: the exact integrator's work space (four 6×6 matrices, row-major)
+N_WORK = 4 * 36
+N_STATE = S_WORK + N_WORK
 
 MODE_POSITION = 0.0
 MODE_VELOCITY = 1.0

@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 from numba.typed import List
 
+from .._jit import tick_jit
 from ..drive import _dispatch as drive
 from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns
@@ -38,7 +39,7 @@ from ._stages import (
 )
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def tick(now: float, A: LoopArrays) -> None:
     """Run one control tick at loop time ``now`` [second]; see the module docstring. Allocates nothing."""
     st, cfg = A.st, A.cfg
@@ -65,7 +66,7 @@ def tick(now: float, A: LoopArrays) -> None:
     publish(now, A, v_cmd, f_cmd)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def run_simulated(ticks: int, start_s: float, A: LoopArrays) -> float:
     """Run ``ticks`` ticks on a simulated clock from ``start_s`` at the configured period; returns the end time."""
     period = A.cfg[L.K_PERIOD]

@@ -7,14 +7,14 @@ shared link (:mod:`._remote_link`), so adding one changes nothing here.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from . import _remote_link as remote
 from ._base import DRIVE_SIM, DriveArrays
 from .sim import _kernels as sim
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def measure(
     kind: float,
     d: DriveArrays,
@@ -33,7 +33,7 @@ def measure(
         remote.measure(d, now, started, feedback_timeout, meas)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def command(
     kind: float,
     d: DriveArrays,

@@ -13,8 +13,8 @@ fits the drive's response to it (:mod:`servo_node.control._link`).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._jit import tick_jit
 from .._seqlock import begin_write, end_write, read_seqlocked
 from ._base import DriveArrays
 from ._measurement import (
@@ -75,7 +75,7 @@ def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rx, tx, np.zeros(N_RX)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float, meas: np.ndarray) -> None:
     """The latest measurement and send record; fresh while its reception is within ``feedback_timeout`` of ``now``.
 
@@ -102,7 +102,7 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
     meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def command(d: DriveArrays, now: float, engaged: bool, v_cmd: float, f_cmd: float, ref: np.ndarray) -> None:
     """Publish the loop's command for the network side, with the reference (p, v, a, j) at its effect time and
     (p, …) one hold later."""

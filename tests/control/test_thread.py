@@ -118,8 +118,10 @@ def test_one_compiled_kernel_serves_any_number_of_loops() -> None:
         finally:
             for loop in loops:
                 loop.close()
-        for kernel in (run_realtime, new_group, group_append):
-            assert len(kernel.signatures) == 1, (count, kernel, kernel.signatures)
+        for kernel in (run_realtime, new_group, group_append):  # One loop alone never appends: at most one.
+            assert len(kernel.signatures) <= 1, (count, kernel, kernel.signatures)
+    for kernel in (run_realtime, new_group, group_append):
+        assert len(kernel.signatures) == 1, (kernel, kernel.signatures)
     assert not thread.running
 
 

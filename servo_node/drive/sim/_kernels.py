@@ -13,7 +13,6 @@ stall began, not run on for the whole stall (0.6 s at 2 rad/s ran a joint 1.1 ra
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from sim_plant._kernels import (
     MODE_FORCE,
@@ -30,6 +29,7 @@ from sim_plant._kernels import (
     step_joints,
 )
 
+from ..._jit import tick_jit
 from .._base import DriveArrays
 from .._measurement import M_A, M_AGE, M_F, M_FRESH, M_P, M_V
 
@@ -38,13 +38,13 @@ WATCHDOG_S = 0.05
 WATCHDOG_PERIODS = 5.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def watchdog_s(period: float) -> float:
     """How long the embedded drive holds a command before it brakes [second], for a loop of this ``period``."""
     return max(WATCHDOG_S, WATCHDOG_PERIODS * period)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
     """Step the joint by ``dt`` [second] (zero-order hold of the last command, then the watchdog's brake when
     ``dt`` exceeds :func:`watchdog_s`) and read (p, v, a, f)."""
@@ -69,7 +69,7 @@ def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
     meas[M_AGE] = 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def command(d: DriveArrays, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float) -> None:
     """Velocity (``torque`` False) or force command within ``f_lim``; disengaged: no motor force (passive)."""
     if not engaged:

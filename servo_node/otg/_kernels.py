@@ -238,6 +238,8 @@ def _rule_ok(prof, k0: int, a_up: float, a_dn: float, vtol: float) -> bool:  # t
         v = prof[base + PH_V]
         a = prof[base + PH_A]
         jj = prof[base + PH_J]
+        last = k + 1 >= n
+        a_end = a if last else prof[base + PHASE_STRIDE + PH_A]  # exact: planned from the phase's own duration
         # v(τ) = v + a τ + jj τ²/2: zero crossings split the phase into sign-constant pieces
         r1 = dt
         r2 = dt
@@ -272,8 +274,14 @@ def _rule_ok(prof, k0: int, a_up: float, a_dn: float, vtol: float) -> bool:  # t
                     hi_b = a_dn
                 for te in (cuts0, ce):
                     ae = a + jj * te
-                    # start times are absolute: durations carry ~ulp(t) error, which moves a by |j|·ulp
-                    tq = tol + 1e-15 * t1 * abs(jj)
+                    tq = tol
+                    if te == dt and not last:
+                        ae = a_end
+                    elif te == dt:
+                        # start times are absolute: the duration carries ~ulp(t) error, which moves a by |j|·ulp
+                        # (only the last phase's end is known this way; every other acceleration is exact, so a
+                        # plan ~1e16 s long cannot pass off a broken bound as that rounding)
+                        tq = tol + 1e-15 * t1 * abs(jj)
                     if ae > hi_b + tq or ae < lo_b - tq:
                         return False
             cuts0 = max(cuts0, ce)

@@ -248,6 +248,11 @@ realtime_permitted = True
 ``tests/conftest.py``): its nodes (a fuzzed or flooded one among them) must not compete at real-time priority with
 the nodes of the timing scenario running beside it."""
 
+NOT_REALTIME_LATE_S = 0.5
+"""How late a node that does not run real-time (a ``bus-late`` scenario's) may measure its own deadman: its loop
+thread waits for a core like any other beside the timing stream (CI measured 0.618 s for a 0.5 s deadman once).
+Never early; the deadman's timing itself is the timing stream's verdict (``tests/system/test_closed_loop.py``)."""
+
 
 def realtime(pid: int, priority: int = 10) -> bool:
     """Put every thread of process ``pid`` under SCHED_FIFO ``priority`` where the OS permits (root or

@@ -20,7 +20,7 @@ import pytest
 
 from tests import cyphal_udp as wire
 from tests.hostile.harness import HEARTBEAT_GAP_LIMIT_S, BusObserver, LoggedNode, logged_servo_node, observer, rss_kib
-from tests.procs import RegisterClient, base_env, wait_for, y
+from tests.procs import NOT_REALTIME_LATE_S, RegisterClient, base_env, wait_for, y
 
 NODE = 3713
 OBSERVER = 3990
@@ -127,10 +127,7 @@ def test_poison_frame_leaves_node_responsive(
         silent_since = cmd.last_sent
 
         s = wait_for(lambda: (s := reader.json("sys.status")["servo"])["state"] == "expired" and s, 30, what="expiry")
-        # The node's own measure of the deadman: never early. Late by at most a stall of its loop thread: this node is
-        # not real-time (a ``bus-late`` scenario, beside the timing stream), and CI measured 0.618 s once under load;
-        # the deadman's timing itself is the timing stream's verdict (tests/system/test_closed_loop.py, 0.1 s).
-        assert DEADMAN_S <= s["expired_after_s"] <= DEADMAN_S + 0.5, s
+        assert DEADMAN_S <= s["expired_after_s"] <= DEADMAN_S + NOT_REALTIME_LATE_S, s  # The node's own measure.
         # Register access answers (another client node-ID: the one just used is in its 2 s transfer-ID timeout).
         assert y("r", str(NODE), "servo.deadman_timeout", client_id=3803).strip() == str(DEADMAN_S)
 

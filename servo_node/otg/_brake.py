@@ -13,6 +13,7 @@ import math
 
 from numba import njit
 
+from .._jit import tick_jit
 from ._families import advance
 from ._profile import HEADER, PH_J, PH_T, PHASE_STRIDE
 
@@ -28,7 +29,7 @@ def push_phase(prof, n: int, s: float, t: float) -> int:  # type: ignore[no-unty
     return n
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def brake(  # type: ignore[no-untyped-def]
     v: float, a: float, lo: float, hi: float, vmin: float, vmax: float, tolv: float, prof, n: int,
 ) -> tuple[int, float, float, float]:
@@ -86,7 +87,7 @@ def brake(  # type: ignore[no-untyped-def]
     return n, dp, v, a
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def brake_rule_acc(  # type: ignore[no-untyped-def]
     v: float, a: float, up: float, dn: float, prof, n: int,
 ) -> tuple[int, float, float]:

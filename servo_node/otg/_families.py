@@ -15,6 +15,8 @@ import math
 
 from numba import njit
 
+from .._jit import tick_jit
+
 KIND_PEAK = 0
 KIND_GAP = 1
 
@@ -26,7 +28,7 @@ def advance(v: float, a: float, s: float, t: float) -> tuple[float, float, float
     return dp, v + t * (a + 0.5 * s * t), a + s * t
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def vchange(dv: float, a: float, lo: float, hi: float, vtol: float) -> tuple[float, float, float, float]:
     """Fastest velocity change by dv ending at a = 0: jerk s for t1, plateau t2, jerk -s for t3 (bang-bang).
 
@@ -50,7 +52,7 @@ def vchange(dv: float, a: float, lo: float, hi: float, vtol: float) -> tuple[flo
     return -1.0, max(a - lo, 0.0), max((sq - lo * lo) / (-lo), 0.0), -lo
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _rule_desc(v: float, a: float, dv: float, up: float, dn: float) -> tuple[float, float, float, float, float, bool]:
     """Fastest velocity change by dv < a|a|/2 (a pushed down, then back to 0) under the direction-relative rule.
 
@@ -99,7 +101,7 @@ def _rule_desc(v: float, a: float, dv: float, up: float, dn: float) -> tuple[flo
     return max(a + bound, 0.0), max((sq - bound * bound) / bound, 0.0), 0.0, 0.0, bound, True
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def rule_block(
     v: float, a: float, dv: float, up: float, dn: float, vtol: float,
 ) -> tuple[float, float, float, float, float, float, float]:
@@ -117,7 +119,7 @@ def rule_block(
     return 1.0, t1, t2, (1.0 if more else -1.0), t3, t4, t5
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def vchange_dist(
     v: float, a: float, dv: float, lo: float, hi: float, vtol: float, rule: bool,
 ) -> tuple[float, float, float]:
@@ -145,7 +147,7 @@ def vchange_dist(
     return d1 + d2 + d3, t1 + t2 + t3, g
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def peak_bases(v: float, a: float, vt: float, vtol: float, vb: float) -> tuple[float, float]:
     """Velocity differences start -> base and base -> target, snapped where only rounding separates them.
 
@@ -161,7 +163,7 @@ def peak_bases(v: float, a: float, vt: float, vtol: float, vb: float) -> tuple[f
     return b1, b2
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def chain_eval(
     kind: int, x: float, v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
 ) -> tuple[float, float, float]:
@@ -186,7 +188,7 @@ def chain_eval(
     return dr + d2, tr + t2, 0.0
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def peak_root(
     x0: float, x1: float, f0: float, f1: float, g0: float, g1: float, target: float,
     v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,
@@ -252,7 +254,7 @@ def peak_root(
     return x
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def chain_root(
     kind: int, x0: float, x1: float, f0: float, f1: float, target: float,
     v: float, a: float, vt: float, lo: float, hi: float, vtol: float, vb: float, rule: bool,

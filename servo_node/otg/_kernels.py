@@ -13,6 +13,7 @@ import math
 
 from numba import njit, prange
 
+from .._jit import tick_jit
 from ._brake import brake, push_phase
 from ._families import (
     KIND_GAP,
@@ -51,7 +52,7 @@ from ._profile import (
 __all__ = ["PROFILE_SIZE", "plan_batch_into", "plan_into", "profile_duration", "sample_batch_into", "sample_into"]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _push_vchange(  # type: ignore[no-untyped-def]
     prof, n: int, v: float, dv: float, a: float, lo: float, hi: float, vtol: float, rule: bool,
 ) -> int:
@@ -69,7 +70,7 @@ def _push_vchange(  # type: ignore[no-untyped-def]
     return push_phase(prof, n, -s, t3)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _push_chain(  # type: ignore[no-untyped-def]
     prof, n: int, kind: int, x: float, tc: float, v: float, a: float, w: float, lo: float, hi: float,
     vtol: float, vb: float, rule: bool,
@@ -87,7 +88,7 @@ def _push_chain(  # type: ignore[no-untyped-def]
     return _push_vchange(prof, n, v + dvr, (w - v) - dvr, x, lo, hi, vtol, rule)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _plan_normalised(  # type: ignore[no-untyped-def]
     D: float, v: float, a: float, w: float, vmn: float, vmx: float, lo: float, hi: float, pnoise: float,
     vtol: float, prof, n: int, rule: bool,
@@ -144,7 +145,7 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     return INFEASIBLE, n
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _finish(  # type: ignore[no-untyped-def]
     prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
     vmin: float, vmax: float, check_end: bool,
@@ -184,7 +185,7 @@ def _finish(  # type: ignore[no-untyped-def]
     return OK
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _solve_box(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float, vmin: float, vmax: float,
     alo: float, ahi: float, j: float, prof, rule: bool,
@@ -222,7 +223,7 @@ def _solve_box(  # type: ignore[no-untyped-def]
     return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax, rule)
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _rule_ok(prof, k0: int, a_up: float, a_dn: float, vtol: float) -> bool:  # type: ignore[no-untyped-def]
     """Check the direction-relative acceleration rule on every phase from k0, split at v = 0 crossings.
 
@@ -288,7 +289,7 @@ def _rule_ok(prof, k0: int, a_up: float, a_dn: float, vtol: float) -> bool:  # t
     return True
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def plan_into(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float,
     v_min: float, v_max: float, a_min: float, a_max: float, j_max: float, profile,
@@ -327,7 +328,7 @@ def plan_into(  # type: ignore[no-untyped-def]
     return status
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _box_of(c: int, a_up: float, a_dn: float) -> tuple[float, float]:
     """Fallback acceleration boxes for the direction-relative rule: forward, reverse, tight."""
     if c == 0:
@@ -338,7 +339,7 @@ def _box_of(c: int, a_up: float, a_dn: float) -> tuple[float, float]:
     return -m, m
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def _plan_rule(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, pt: float, vt: float, v_min: float, v_max: float,
     a_up: float, a_dn: float, j_max: float, profile,
@@ -387,13 +388,13 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     return OK
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def profile_duration(profile) -> float:  # type: ignore[no-untyped-def]
     """Duration of the planned motion in seconds (after it the motion continues at v = vt, a = 0)."""
     return profile[DURATION]
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def sample_into(profile, t: float, out) -> None:  # type: ignore[no-untyped-def]
     """Write (p, v, a, j) at time t >= 0 after the plan start into out[0:4]."""
     n = int(profile[COUNT])

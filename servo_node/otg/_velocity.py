@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import math
 
-from numba import njit
-
+from .._jit import tick_jit
 from ._brake import brake_rule_acc
 from ._families import advance
 from ._kernels import _finish, _push_vchange
@@ -39,7 +38,7 @@ from ._profile import (
 )
 
 
-@njit(cache=True, nogil=True)
+@tick_jit
 def plan_velocity_into(  # type: ignore[no-untyped-def]
     p0: float, v0: float, a0: float, vt: float, a_min: float, a_max: float, j_max: float, profile,
 ) -> int:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from numba import njit
 
-from ._layout import P_DAMPING_CONSTANT, P_INERTIA, P_SPRING_CONSTANT, S_CACHE, S_CACHE_H, S_WORK, FloatArray
+from ._layout import N_WORK, P_DAMPING_CONSTANT, P_INERTIA, P_SPRING_CONSTANT, S_CACHE, S_CACHE_H, S_WORK, FloatArray
 
 # ---- exact linear integrator --------------------------------------------------------------------------------
 # The matrices live in the joint's private work space (``S_WORK``), row-major: a change of substep length (every
 # tick of a loop on a real clock) recomputes the cache without allocating.
-_X, _RESULT, _TERM, _TMP = (S_WORK + 36 * k for k in range(4))
+_X, _RESULT, _TERM, _TMP = (S_WORK + N_WORK // 4 * k for k in range(4))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -60,6 +60,7 @@ def _expm(w: FloatArray, i: int, n: int) -> None:
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _clear_x(state: FloatArray, i: int, n: int) -> None:
+    """Zero the n×n matrix X of row ``i``'s work space (the caller then sets its nonzero entries)."""
     for k in range(n * n):
         state[i, _X + k] = 0.0
 

@@ -144,14 +144,18 @@ class TimeSync:
         self._session = None  # Owned by the transport, closed with it.
 
     async def _publish_task(self) -> None:
-        """Master: every period, a message carrying the previous one's transmission time [µs, own clock]."""
+        """Master: every period, a message carrying the previous one's transmission time [µs, own clock].
+
+        Ends on cancellation or, should the cancellation be lost, once :meth:`close` has let go of it: on
+        Python 3.11 ``asyncio.wait_for`` (inside the transport's send) swallows a cancellation that meets the send's
+        completion, and a closed master went on publishing (seen under load)."""
         session = self._session
         assert session is not None
         feedback_mono: list[float] = []
         session.enable_feedback(lambda fb: feedback_mono.append(float(fb.first_frame_transmission_timestamp.monotonic)))
         transfer_id = 0
         try:
-            while True:
+            while self._task is asyncio.current_task():
                 msg = uavcan.time.Synchronization_1_0(previous_transmission_timestamp_microsecond=int(self._tx_s * 1e6))
                 feedback_mono.clear()
                 ts = pycyphal.transport.Timestamp.now()

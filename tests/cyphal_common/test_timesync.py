@@ -120,3 +120,35 @@ async def test_a_pinned_slave_ignores_other_masters_and_reports_a_step_of_its_ow
     notes = slave.take_notes()
     step = re.search(r"stepped by ([+-][\d.]+) s", notes[0]) if len(notes) == 1 else None
     assert slave.clock_steps == 1 and step is not None and abs(float(step[1]) - 0.45) < 0.02, notes  # Measured.
+
+
+async def test_a_closed_master_stops_publishing_even_when_its_cancellation_is_lost(
+    nodes: dict[int, pycyphal.application.Node],
+) -> None:
+    """On Python 3.11 ``asyncio.wait_for`` inside the transport's send swallows a cancellation that meets the send's
+    completion; under load a closed master then went on publishing for good (a slave never returned to the remaining
+    master). The send here swallows every cancellation: the master must still stop within a period or two."""
+    master = started(nodes[MASTER], "master", time.time)
+    assert master._session is not None
+    real_send = master._session.send
+    sent: list[float] = []
+    in_flight = asyncio.Event()
+
+    async def send_swallowing_cancellation(transfer: Any, deadline: float) -> bool:
+        sent.append(time.monotonic())
+        in_flight.set()
+        try:
+            await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            pass  # What the race in wait_for does: the send completed, the cancellation is gone.
+        in_flight.clear()
+        return bool(await real_send(transfer, deadline))
+
+    master._session.send = send_swallowing_cancellation  # type: ignore[method-assign]
+    await until(lambda: len(sent) >= 3 and not in_flight.is_set(), "a few messages")
+    task = master._task
+    assert task is not None
+    await in_flight.wait()  # Closed while a send is in flight: its cancellation is the one lost.
+    master.close()
+    await asyncio.sleep(0.5)  # Five periods.
+    assert task.done() and not [t for t in sent if t > time.monotonic() - 0.4], len(sent)

@@ -183,11 +183,14 @@ class UdralDrive(BusDrive):
         self.drive_health = int(msg.heartbeat.health.value)
 
     async def _publish(self) -> None:
+        """The loop's command and readiness every drive period until closed: ends on cancellation or, should that be
+        lost (Python 3.11's ``asyncio.wait_for`` inside a send can swallow one), once it is no longer the drive's
+        task."""
         snapshot = np.empty(link.N_TX)
         next_at = time.monotonic()
         ready_t = self._readiness
         try:
-            while True:
+            while self._task is asyncio.current_task():
                 read_seqlocked(self.arrays.tx, snapshot)
                 enabled = snapshot[link.TX_ENABLE] != 0.0
                 await self._pub_readiness.publish(ready_t(ready_t.ENGAGED if enabled else ready_t.STANDBY))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -161,13 +161,27 @@ def leader_latency_s(pair: Pair) -> float:
     return float(np.median(lead[:, 4] - lead[:, 0]))
 
 
-def constant_window(pair: Pair, v: float, span_s: float) -> tuple[float, float]:
-    """The latest ``span_s`` of the follower's samples during which every leader sample moved at ``v``."""
-    lead = pair.rec.series(0)
-    t_end = min(pair.rec.latest(1)[0], lead[-1, 0])
-    recent = lead[lead[:, 0] >= t_end - span_s - 0.3]
-    assert np.abs(recent[:, 2] - v).max() < 2e-3, "the leader did not move at constant velocity (host overloaded?)"
-    return t_end - span_s, t_end
+def constant_window(pair: Pair, v: float, span_s: float, timeout: float = 10.0) -> tuple[float, float]:
+    """The latest ``span_s`` of the follower's samples during which (and 0.3 s before which) every leader sample moved
+    at ``v``; waited for up to ``timeout`` seconds: on a loaded host the leader now and then leaves its constant
+    velocity (its ``y pub`` stalled past the deadman once in CI), and the relation is judged on the next stretch."""
+    departures: list[float] = []
+
+    def window() -> tuple[float, float] | None:
+        lead = pair.rec.series(0)
+        t_end = min(pair.rec.latest(1)[0], lead[-1, 0])
+        recent = lead[lead[:, 0] >= t_end - span_s - 0.3]
+        departure = float(np.abs(recent[:, 2] - v).max())
+        if departure < 2e-3:
+            return t_end - span_s, t_end
+        departures.append(departure)
+        return None
+
+    found = wait_for(window, timeout, what="a stretch of the leader at constant velocity (host overloaded?)")
+    if departures:
+        print(f"the leader left its constant velocity (by up to {max(departures):.3g}); judged {len(departures)} "
+              "polls later")
+    return cast(tuple[float, float], found)
 
 
 def judge_reference(motion: list[dict[str, Any]]) -> None:

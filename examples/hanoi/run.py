@@ -57,9 +57,13 @@ SEND_TIMEOUT_S = 30.0
 """Reading the joints' limits and states and sending a move's setpoints must take less than this."""
 REST_VELOCITY = 1e-3
 """|v| [unit/s] below which a joint counts as at rest for the check."""
+REST_ACCELERATION = 0.02
+"""|a| [unit/s²] below which a joint counts as at rest: a joint still settling passes through zero velocity (a CI run
+judged the shoulder at rest 3.6 mrad off its target, accelerating at 0.1 rad/s²)."""
 REST_SAMPLES = 3
 REST_CHECK_S = 0.02
-"""The joints are at rest when REST_SAMPLES successive checks, REST_CHECK_S apart, find them so."""
+"""The joints are at rest when REST_SAMPLES successive checks, REST_CHECK_S apart and each on newer samples than
+the one before, find them so."""
 
 
 class VerificationError(RuntimeError):
@@ -173,17 +177,18 @@ class ArmRun:
         """Start the coordinator (it joins the bus and loads the OTG) before the first move."""
         await self.coordinator.start()
 
-    def measured(self) -> tuple[list[float], list[float], float]:
-        """Latest measured positions and velocities of the five joints, and the oldest sample's time."""
-        p, v, t = [], [], []
+    def measured(self) -> tuple[list[float], list[float], list[float], float]:
+        """Latest measured positions, velocities and accelerations of the five joints, and the oldest sample's time."""
+        p, v, a, t = [], [], [], []
         for name in NAMES:
             m = self.trace.axes[name].measured if name in self.trace.axes else None
             if m is None or not m.t:
                 raise VerificationError(f"no dynamics from the {name}")
             p.append(m.columns["position"][-1])
             v.append(m.columns["velocity"][-1])
+            a.append(m.columns["acceleration"][-1])
             t.append(m.t[-1])
-        return p, v, min(t)
+        return p, v, a, min(t)
 
     async def wait_for_nodes(self, timeout_s: float) -> None:
         """Until every joint's dynamics arrive (the nodes are up)."""
@@ -279,20 +284,24 @@ class ArmRun:
             report.tracking[NAMES[k]] = max(report.tracking.get(NAMES[k], 0.0), err)
 
     async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
-        """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` in :data:`REST_SAMPLES` successive
-        checks of samples stamped after the planned arrival ``t_end``, system clock), then check FK (arm) and the
-        opening (gripper) against the segment's target, once."""
+        """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` and |a| below
+        :data:`REST_ACCELERATION` in :data:`REST_SAMPLES` successive checks, each on samples newer than the last,
+        stamped after the planned arrival ``t_end``, system clock), then check FK (arm) and the opening (gripper)
+        against the segment's target, once."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         still = 0
+        seen = -math.inf
         while still < REST_SAMPLES:
-            _, v, t_oldest = self.measured()
-            fresh = t_oldest >= t_end
-            still = still + 1 if fresh and all(abs(x) < REST_VELOCITY for x in v) else 0
+            _, v, a, t_oldest = self.measured()
+            if t_oldest >= t_end and t_oldest > seen:  # Newer samples only: a starved recorder repeats its last.
+                seen = t_oldest
+                rest = all(abs(x) < REST_VELOCITY for x in v) and all(abs(x) < REST_ACCELERATION for x in a)
+                still = still + 1 if rest else 0
             if time.monotonic() > deadline:
                 raise VerificationError(f"{seg.describe()}: not at rest {SETTLE_TIMEOUT_S:g} s after the move "
                                         f"(velocities {', '.join(f'{x:.2g}' for x in v)})")
             await asyncio.sleep(REST_CHECK_S)
-        p, _, _ = self.measured()
+        p, _, _, _ = self.measured()
         err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), seg.grip_point)
         grip_err = abs(p[4] - seg.target[4])
         if err > self.fk_tolerance or grip_err > self.grip_tolerance:
@@ -342,7 +351,7 @@ class ArmRun:
         home = forward(self.arm, plan.home[:4])
         deadline = time.monotonic() + HOME_WAIT_S
         while True:  # A node reports 0 until its drive's first feedback reaches it: judge the pose its drives report.
-            p, _, _ = self.measured()
+            p, _, _, _ = self.measured()
             home_err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), home)
             if home_err <= self.fk_tolerance:
                 break

@@ -29,6 +29,10 @@ from ._counters import COUNT_MAX, AxisCounters, EventCounts
 REGISTER_STRING_MAX = 255
 """uavcan.register.Value strings hold at most 256 bytes; keep one spare."""
 
+RESIDUAL = 1e-9
+"""Velocities, accelerations and forces below this magnitude [SI] show as 0 in ``sys.motion``: a joint at rest
+reports residuals like -6.9e-10 whose exponent form crowded out ``over`` beside a bus drive's ``link`` (a CI run)."""
+
 
 def status_view(
     state: ServoState,
@@ -85,14 +89,17 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
 
     def build(state: int, other: int) -> dict[str, Any]:
         doc = {
-            "ref": _g(s.ref_position, digits=state) + _g(s.ref_velocity, s.ref_acceleration, digits=other),
-            "meas": _g(s.position, digits=state) + _g(s.velocity, s.acceleration, s.force, digits=other),
+            "ref": _g(s.ref_position, digits=state) + _g(s.ref_velocity, s.ref_acceleration, digits=other,
+                                                          floor=RESIDUAL),
+            "meas": _g(s.position, digits=state) + _g(s.velocity, s.acceleration, s.force, digits=other,
+                                                      floor=RESIDUAL),
             "plan": {"status": s.plan_status, **({"repaired": True} if s.repaired else {}),
                      "T": _g(s.plan_duration)[0], "t0": round(t0, 6) if math.isfinite(t0) else str(t0), "kind": kind},
             "settled": _g(s.settled_after_s, digits=other)[0],
             "track_max": _g(s.tracking_error_max, digits=min(other, 4))[0],
             "over": _g(s.overshoot, digits=3)[0],
-            "stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other),
+            **({"stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other)}
+               if math.isfinite(s.stop_bound_s) else {}),  # Absent before the first stop.
             "limited": s.limited,
             "engaged": s.engaged,
             **({} if s.measured else {"measured": False}),  # meas: the last good values (zeros before any)
@@ -252,6 +259,7 @@ def dynamics_message(
     )
 
 
-def _g(*x: float, digits: int = 7) -> list[float | str]:
-    """Floats rounded to ``digits`` significant digits for compact JSON; non-finite as strings."""
-    return [float(f"{v:.{digits}g}") if math.isfinite(v) else str(v) for v in x]
+def _g(*x: float, digits: int = 7, floor: float = 0.0) -> list[float | str]:
+    """Floats rounded to ``digits`` significant digits for compact JSON, magnitudes below ``floor`` as 0; non-finite
+    as strings."""
+    return [(0.0 if abs(v) < floor else float(f"{v:.{digits}g}")) if math.isfinite(v) else str(v) for v in x]

@@ -163,3 +163,23 @@ def test_motion_of_a_bus_drive_keeps_how_the_last_motion_ended() -> None:
         assert doc["meas"][0] == pytest.approx(pos, rel=5e-5) and len(doc["stop"]) == 3  # type: ignore[index,arg-type]
         assert "settled" in doc and ("over" in doc or not everyday)  # Eight tiny residuals in exponent form: the
         # register holds the stop and the settling beside 5-digit positions, not the overshoot too.
+
+
+def test_motion_of_a_bus_drive_at_rest_keeps_its_positions_and_the_overshoot() -> None:
+    """A joint at rest after a move reports residuals (v −6.9e-10, a −4.6e-12: the drive's integrator) beside a
+    holding force; shown as 0, they leave room for 7-digit positions and ``over`` beside ``link``, with or without
+    a stop before (a CI run of the coupled arm lost ``over`` to them; ``stop`` is absent until the first stop)."""
+    for pos, stop in ((0.9586334, math.nan), (-0.9500001, 0.1234567), (-1234.567, 0.1234567)):
+        s = LoopSample(time_s=1234.567891, ref_position=pos, ref_velocity=0.0, ref_acceleration=0.0,
+                       position=pos, velocity=-6.93e-10, acceleration=-4.65e-12, force=-9.812345, plan_status=0,
+                       repaired=False, plan_duration=0.5707706, plan_start_s=123456.789012, error=ErrorCode.NONE,
+                       error_count=0, ticks=1, engaged=True, mode=0.0, demand_factor=1.0, command_seq=1,
+                       tracking_error_max=1.81234e-4, settled_after_s=0.6912345, stop_planned_s=stop,
+                       stop_took_s=stop, stop_bound_s=stop, expired=False, expired_after_s=math.nan,
+                       expired_at_s=math.nan, limited=False, overshoot=2.5123e-5)
+        raw = fit_json(motion_view(s, LinkStats(1.2e-3, 2.3e-3, 5.6e-4, 1.2e-3, 1e-3, False, 1e-3), "real"))
+        print(len(raw), raw)
+        doc = _parse(raw)
+        assert doc["meas"] == [pos, 0.0, 0.0, pytest.approx(-9.812345, rel=1e-2)]  # Seven digits of position.
+        assert doc["over"] == 2.51e-05 and doc["settled"] == pytest.approx(0.6912345, rel=1e-2)
+        assert ("stop" in doc) == math.isfinite(stop) and "link" in doc

@@ -1,4 +1,5 @@
-"""The drive backend table: names, lazy import, and an unavailable backend as a configuration error."""
+"""The drive backend table: names, lazy import, an unavailable backend as a configuration error; a closed UDRAL
+drive stops publishing."""
 
 from __future__ import annotations
 
@@ -37,3 +38,50 @@ async def test_node_with_an_unavailable_backend_reports_it(monkeypatch: pytest.M
         servo = node.axis().status()["servo"]
         assert servo["state"] == "error" and servo["error"] == 7, servo
         assert "no_such_module" in servo["reason"]
+
+
+async def test_a_closed_udral_drive_stops_publishing_even_when_its_cancellation_is_lost() -> None:
+    """On Python 3.11 ``asyncio.wait_for`` inside a send swallows a cancellation that meets the send's completion;
+    the drive's publisher must still stop once closed (the drive's own control timeout is the safety behind it, not
+    a command stream that outlives the axis). The send here swallows every cancellation."""
+    import asyncio
+    import time
+
+    import pycyphal.application
+
+    from servo_node.drive.udral import UdralDrive
+
+    env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
+           "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
+           "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "103"}
+    node = pycyphal.application.make_node(pycyphal.application.NodeInfo(name="test.udral_close"),
+                                          pycyphal.application.make_registry(None, env))
+    node.start()
+    try:
+        drive = UdralDrive(node, "rotational", 100.0)
+        real_publish = drive._pub_readiness.publish
+        sent: list[float] = []
+        in_flight = asyncio.Event()
+
+        async def publish_swallowing_cancellation(msg: object) -> bool:
+            sent.append(time.monotonic())
+            in_flight.set()
+            try:
+                await asyncio.sleep(0.005)
+            except asyncio.CancelledError:
+                pass  # What the race in wait_for does: the send completed, the cancellation is gone.
+            in_flight.clear()
+            return bool(await real_publish(msg))  # type: ignore[arg-type]
+
+        drive._pub_readiness.publish = publish_swallowing_cancellation  # type: ignore[method-assign]
+        drive.start()
+        task = drive._task
+        assert task is not None
+        while len(sent) < 3 or in_flight.is_set():
+            await asyncio.sleep(0.001)
+        await in_flight.wait()  # Closed while a send is in flight: its cancellation is the one lost.
+        drive.close()
+        await asyncio.sleep(0.2)  # Twenty periods.
+        assert task.done() and not [t for t in sent if t > time.monotonic() - 0.15], len(sent)
+    finally:
+        node.close()

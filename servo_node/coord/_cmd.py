@@ -16,7 +16,7 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from ._sync import Sync
@@ -75,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cyphal_common import dsdl
 
     dsdl.ensure_compiled()
+    from cyphal_common.tasks import cancel_and_wait
+
     from ._axes import Axis, CoordError, load_axes, parse_axis
     from ._session import Coordinator
 
@@ -86,26 +88,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
     async def run() -> int:
-        task = asyncio.current_task()
-        assert task is not None
         # SIGINT (Ctrl-C) and SIGTERM (`docker stop`) end the move or its hold: no more setpoints (every servo then
         # stops on its deadman), the node closed, exit 0. Handled here rather than by Python's KeyboardInterrupt:
-        # started in a shell's background (`&`), a program inherits SIGINT ignored and would never end on it.
+        # started in a shell's background (`&`), a program inherits SIGINT ignored and would never end on it. The
+        # work runs as a task of its own, ended by cancel_and_wait, which cancels again until it ends: a single
+        # cancel can be lost on Python 3.11 (asyncio.wait_for inside a publication swallows one that meets its
+        # completion), and a signal must not be.
         received: list[str] = []
+        stop = asyncio.Event()
 
         def on_signal(signum: signal.Signals) -> None:
             received.append(signum.name)
-            task.cancel()
+            stop.set()
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum)
-        try:
-            async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
+        async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
+            if not stop.is_set():
                 print(f"start: {coord.start_path}", flush=True)
-                await work(coord)
-        except asyncio.CancelledError:
-            print(f"servo-coord: {received[0] if received else 'cancelled'}: stopped feeding the servos",
-                  file=sys.stderr)
+                job = asyncio.create_task(work(coord), name="servo-coord")
+                stopped = asyncio.create_task(stop.wait())
+                try:
+                    await asyncio.wait({job, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    await cancel_and_wait([job, stopped])
+                if not stop.is_set():
+                    job.result()  # The work's own failure (CoordError) ends the program with it.
+        if stop.is_set():
+            print(f"servo-coord: {received[0]}: stopped feeding the servos", file=sys.stderr)
         return 0
 
     try:
@@ -117,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CODE_UNSUCCESSFUL
 
 
-def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Awaitable[Any]]:
+def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
     """``servo-coord move``: one coordinated move, its table, then the hold."""
     targets = [float(x) for x in args.to.split(",")]
     if not axes or len(targets) != len(axes):
@@ -134,7 +144,7 @@ def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Awai
     return work
 
 
-def _path(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Awaitable[Any]]:
+def _path(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
     """``servo-coord path``: the waypoints one segment after the other; a progress line on a terminal, a line per
     segment otherwise; a line per segment and the total at the end."""
     from ._path import load_path, run_path

@@ -19,6 +19,7 @@ BUS_SCENARIOS = (
     "tests/coord/test_system.py",
     "tests/cyphal_common/test_timesync.py",
     "tests/hanoi/test_run.py",
+    "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
@@ -31,17 +32,17 @@ BUS_SCENARIOS = (
     "tests/sim_plant_node/test_units.py",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus,
-stops to rest). They run one at a time, on one worker (xdist group ``bus``), from the start of the run, their nodes
-real-time where permitted, while the other worker runs the tests that only compute or whose processes only need to
-answer, not to keep time (broken register files, refused writes, frames across processes): two bus scenarios at
-once beside the computing tests starved each other's real-time nodes (a dozen timing verdicts failed with three free
-workers on two cores)."""
+stops to rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: stalled
+beside the timing stream, it fell behind and the servo rightly saw a following error). They run one at a time, on one
+worker (xdist group ``bus``), from the start of the run, their nodes real-time where permitted, while the other
+worker runs the tests that only compute or whose processes only need to answer, not to keep time (broken register
+files, refused writes, frames across processes): two bus scenarios at once beside the computing tests starved each
+other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores)."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",
     "tests/hostile/test_poison_frame.py",
     "tests/hostile/test_setpoint_subject.py",
-    "tests/hostile/test_trust.py",
     "tests/node/test_many_axes.py",
     "tests/node/test_yakut_workflow.py",
     "tests/sim_plant_node/test_cia402_eds.py",

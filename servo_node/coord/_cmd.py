@@ -103,19 +103,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum)
-        async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
-            if not stop.is_set():
+
+        async def session() -> None:
+            async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
                 print(f"start: {coord.start_path}", flush=True)
-                job = asyncio.create_task(work(coord), name="servo-coord")
-                stopped = asyncio.create_task(stop.wait())
-                try:
-                    await asyncio.wait({job, stopped}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    await cancel_and_wait([job, stopped])
-                if not stop.is_set():
-                    job.result()  # The work's own failure (CoordError) ends the program with it.
+                await work(coord)
+
+        job = asyncio.create_task(session(), name="servo-coord")
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait({job, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait([job, stopped])
         if stop.is_set():
             print(f"servo-coord: {received[0]}: stopped feeding the servos", file=sys.stderr)
+            return 0
+        job.result()  # The work's own failure (CoordError) ends the program with it.
         return 0
 
     try:

@@ -18,6 +18,7 @@ import pytest
 
 from cyphal_common import timesync
 from cyphal_common.timesync import TimeSync
+from tests.lost_cancellation import LostCancellation
 
 MASTER, LOW_MASTER, SLAVE = 101, 99, 102
 SKEW_S = 2.5
@@ -130,25 +131,10 @@ async def test_a_closed_master_stops_publishing_even_when_its_cancellation_is_lo
     master). The send here swallows every cancellation: the master must still stop within a period or two."""
     master = started(nodes[MASTER], "master", time.time)
     assert master._session is not None
-    real_send = master._session.send
-    sent: list[float] = []
-    in_flight = asyncio.Event()
-
-    async def send_swallowing_cancellation(transfer: Any, deadline: float) -> bool:
-        sent.append(time.monotonic())
-        in_flight.set()
-        try:
-            await asyncio.sleep(0.01)
-        except asyncio.CancelledError:
-            pass  # What the race in wait_for does: the send completed, the cancellation is gone.
-        in_flight.clear()
-        return bool(await real_send(transfer, deadline))
-
-    master._session.send = send_swallowing_cancellation  # type: ignore[method-assign]
-    await until(lambda: len(sent) >= 3 and not in_flight.is_set(), "a few messages")
+    send = LostCancellation(master._session.send)
+    master._session.send = send  # type: ignore[method-assign]
     task = master._task
     assert task is not None
-    await in_flight.wait()  # Closed while a send is in flight: its cancellation is the one lost.
-    master.close()
+    await send.close_mid_send(master.close)
     await asyncio.sleep(0.5)  # Five periods.
-    assert task.done() and not [t for t in sent if t > time.monotonic() - 0.4], len(sent)
+    assert task.done() and send.sent_since(0.4) == 0, len(send.sent)

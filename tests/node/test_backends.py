@@ -45,11 +45,11 @@ async def test_a_closed_udral_drive_stops_publishing_even_when_its_cancellation_
     the drive's publisher must still stop once closed (the drive's own control timeout is the safety behind it, not
     a command stream that outlives the axis). The send here swallows every cancellation."""
     import asyncio
-    import time
 
     import pycyphal.application
 
     from servo_node.drive.udral import UdralDrive
+    from tests.lost_cancellation import LostCancellation
 
     env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
            "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
@@ -59,29 +59,13 @@ async def test_a_closed_udral_drive_stops_publishing_even_when_its_cancellation_
     node.start()
     try:
         drive = UdralDrive(node, "rotational", 100.0)
-        real_publish = drive._pub_readiness.publish
-        sent: list[float] = []
-        in_flight = asyncio.Event()
-
-        async def publish_swallowing_cancellation(msg: object) -> bool:
-            sent.append(time.monotonic())
-            in_flight.set()
-            try:
-                await asyncio.sleep(0.005)
-            except asyncio.CancelledError:
-                pass  # What the race in wait_for does: the send completed, the cancellation is gone.
-            in_flight.clear()
-            return bool(await real_publish(msg))  # type: ignore[arg-type]
-
-        drive._pub_readiness.publish = publish_swallowing_cancellation  # type: ignore[method-assign]
+        send = LostCancellation(drive._pub_readiness.publish)
+        drive._pub_readiness.publish = send  # type: ignore[method-assign]
         drive.start()
         task = drive._task
         assert task is not None
-        while len(sent) < 3 or in_flight.is_set():
-            await asyncio.sleep(0.001)
-        await in_flight.wait()  # Closed while a send is in flight: its cancellation is the one lost.
-        drive.close()
+        await send.close_mid_send(drive.close)
         await asyncio.sleep(0.2)  # Twenty periods.
-        assert task.done() and not [t for t in sent if t > time.monotonic() - 0.15], len(sent)
+        assert task.done() and send.sent_since(0.15) == 0, len(send.sent)
     finally:
         node.close()

@@ -273,7 +273,7 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
                 duration = re.search(r"common duration ([0-9.]+) s", sent)
                 assert duration is not None, sent
                 # Killed a quarter into the move the coordinator planned, not on a node's report of motion: reads over
-                # udpmc on a loaded host outlasted the move (while this process also recorded every node's dynamics)
+                # udpmc on a loaded host outlasted the move while this process also recorded every node's dynamics
                 # (once three in turn; later 30 s of reads of one node never saw it moving). The deadman then stops
                 # every axis 0.5 s later, about 0.6 s before the end of this ~1.5 s move; killed half-way, the
                 # margin was about 0.25 s, and once this process read "sent:" late enough that node 77 had arrived

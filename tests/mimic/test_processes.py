@@ -164,7 +164,7 @@ def leader_latency_s(pair: Pair) -> float:
 def constant_window(pair: Pair, v: float, span_s: float, timeout: float = 10.0) -> tuple[float, float]:
     """The latest ``span_s`` of the follower's samples during which (and 0.3 s before which) every leader sample moved
     at ``v``; waited for up to ``timeout`` seconds: on a loaded host the leader now and then leaves its constant
-    velocity (its ``y pub`` stalled past the deadman once in CI), and the relation is judged on the next stretch."""
+    velocity (once in CI; the run did not say why), and the relation is judged on the next stretch."""
     departures: list[float] = []
 
     def window() -> tuple[float, float] | None:

@@ -41,6 +41,7 @@ other's real-time nodes (a dozen timing verdicts failed with three free workers 
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",
+    "tests/hanoi/test_run.py::test_out_of_reach_is_refused_before_anything_moves",
     "tests/hostile/test_poison_frame.py",
     "tests/hostile/test_setpoint_subject.py",
     "tests/node/test_many_axes.py",
@@ -48,7 +49,10 @@ LATE_BUS_SCENARIOS = (
     "tests/sim_plant_node/test_cia402_eds.py",
     "tests/sim_plant_node/test_cia402_interop.py",
     "tests/sim_plant_node/test_cia402_nmt.py",
+    "tests/sim_plant_node/test_bus.py::test_invalid_register_is_a_clear_startup_error",
     "tests/sim_plant_node/test_cia402_process_fault.py",
+    "tests/system/test_cia402.py::test_a_fixed_mapping_without_a_needed_object_is_a_clear_error",
+    "tests/system/test_cia402.py::test_absent_drive_or_wrong_node_id_is_a_clear_error",
 )
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
 the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT), with generous heartbeat bounds,
@@ -56,19 +60,27 @@ not tracking. They too run one at a time (xdist group ``bus-late``), but last: a
 computing tests are done, beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
 CPU (earlier idle figures quoted here came from runs whose ``y pub`` ignored SIGINT; see :func:`_default_sigint`). Their
 nodes do not run real-time (``procs.realtime_permitted``): a fuzzed or flooded node would compete at the same FIFO
-priority with the timing stream's nodes."""
+priority with the timing stream's nodes. A test named here is taken out of a module of :data:`BUS_SCENARIOS` (its
+verdict is an error report, not timing)."""
 
 SCENARIOS = BUS_SCENARIOS + LATE_BUS_SCENARIOS
+
+
+def _stream(item: pytest.Item) -> str | None:
+    """The item's xdist group of scenarios: ``bus``, ``bus-late`` (which wins: it names single tests of ``bus``
+    modules), or None for a test that only computes."""
+    if item.nodeid.startswith(LATE_BUS_SCENARIOS):
+        return "bus-late"
+    return "bus" if item.nodeid.startswith(BUS_SCENARIOS) else None
 
 
 def _run_order(item: pytest.Item) -> int:
     """The ``bus`` group first (the longest stream), then the packaging tests (the longest computing one), the
     computing tests, and the ``bus-late`` group last: pytest-xdist hands out the groups in this order
     (``--no-loadscope-reorder``)."""
-    if item.nodeid.startswith(BUS_SCENARIOS):
-        return 0
-    if item.nodeid.startswith(LATE_BUS_SCENARIOS):
-        return 3
+    stream = _stream(item)
+    if stream is not None:
+        return 0 if stream == "bus" else 3
     return 1 if item.nodeid.startswith("tests/packaging/") else 2
 
 
@@ -79,7 +91,7 @@ once, the scenario's processes get the cores they need (CFS weights about 1:30),
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    procs.realtime_permitted = item.nodeid.startswith(BUS_SCENARIOS)  # Only timing verdicts need real-time nodes.
+    procs.realtime_permitted = _stream(item) == "bus"  # Only timing verdicts need real-time nodes.
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:
             os.setpriority(os.PRIO_PROCESS, 0, 0 if item.nodeid.startswith(SCENARIOS) else COMPUTE_NICE)
@@ -91,10 +103,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items.sort(key=_run_order)  # stable: within each part, the collection's order
     for item in items:
-        if item.nodeid.startswith(BUS_SCENARIOS):
-            item.add_marker(pytest.mark.xdist_group("bus"))
-        elif item.nodeid.startswith(LATE_BUS_SCENARIOS):
-            item.add_marker(pytest.mark.xdist_group("bus-late"))
+        stream = _stream(item)
+        if stream is not None:
+            item.add_marker(pytest.mark.xdist_group(stream))
 
 
 def _default_sigint() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from typing import Any
 
@@ -90,13 +91,19 @@ def test_planar_setpoint_and_readiness_move_and_stop(servos: list[RegisterClient
         # Clocked by the setpoints (20 Hz here), never above the service's 50 Hz: the node's own stamps.
         stamps = _stamps(DYNAMICS, "reg.udral.physics.dynamics.rotation.planarts", 12)
         assert 10.0 <= (len(stamps) - 1) / (stamps[-1] - stamps[0]) <= 50.0, stamps
-    # Without setpoints, at least once a second (the service's MAX_PUBLICATION_PERIOD), status included.
-    for subject, dtype in ((FEEDBACK, "reg.udral.service.actuator.common.feedback"),
-                           (STATUS, "reg.udral.service.actuator.common.status")):
-        out = y("-j", "sub", "--with-metadata", "-N", "3", f"{subject}:{dtype}", env=_yenv(), client_id=CLIENT + 1,
+    # Without setpoints, at least once a second (the service's MAX_PUBLICATION_PERIOD), status included: both
+    # subscribers at once (each waits for three messages at 1 Hz).
+    def arrivals(subject: int, dtype: str, client: int) -> list[float]:
+        out = y("-j", "sub", "--with-metadata", "-N", "3", f"{subject}:{dtype}", env=_yenv(), client_id=client,
                 timeout=30)
-        arrivals = [json.loads(line)[str(subject)]["_meta_"]["ts_monotonic"] for line in out.splitlines()]
-        assert len(arrivals) == 3 and max(b - a for a, b in itertools.pairwise(arrivals)) <= 1.5, arrivals
+        return [json.loads(line)[str(subject)]["_meta_"]["ts_monotonic"] for line in out.splitlines()]
+
+    with ThreadPoolExecutor(2) as pool:
+        subs = [pool.submit(arrivals, FEEDBACK, "reg.udral.service.actuator.common.feedback", CLIENT + 1),
+                pool.submit(arrivals, STATUS, "reg.udral.service.actuator.common.status", CLIENT + 3)]
+        for sub in subs:
+            times = sub.result()
+            assert len(times) == 3 and max(b - a for a, b in itertools.pairwise(times)) <= 1.5, times
     # The publisher stopped: the deadman (and the stale readiness) stop the joint, at rest.
     m = wait_for(lambda: not (m := _motion(first))["engaged"] and m, timeout=10, what="the stop")
     assert abs(m["meas"][1]) < 1e-3

@@ -187,7 +187,7 @@ def _spin_then_quick_stop(params: JointParams, velocity: float, deceleration: fl
     [
         (JointParams(max_velocity=100.0, max_force=100.0), 20.0, 20.0),  # The ramp limits.
         (JointParams(inertia=2.0, max_velocity=100.0, max_force=10.0), 50.0, 5.0),  # The motor's force limits.
-        (JointParams(max_velocity=100.0, max_force=100.0, acceleration=1.0), 20.0, 20.0),  # Joint limit lifted.
+        (JointParams(max_velocity=100.0, max_force=100.0, acceleration=4.0), 20.0, 20.0),  # Joint limit lifted.
     ],
 )
 def test_quick_stop_brakes_to_rest_then_lets_go(params: JointParams, deceleration: float, effective: float) -> None:

@@ -264,6 +264,22 @@ class Joint:
         self.params = params
         self._params, self._state = make_arrays([params])
 
+    @staticmethod
+    def warm_up(params: JointParams) -> None:
+        """Compile or load every numba kernel a joint's commands and steps use, on a scratch joint (slow on a cold
+        cache): a process calls it before its first real step, ``servo-node warmup`` to fill the cache."""
+        j = Joint(params)
+        j.set_position(math.inf)
+        j.set_velocity(0.0)
+        j.set_motor_force(params.max_force)
+        j.set_acceleration(params.acceleration)
+        j.set_control_p(params.control_p)
+        j.step(1e-3)
+        j.set_force(0.0)
+        j.step(1e-3)
+        j.set_position(params.position)
+        j.step(1e-3)
+
     def __repr__(self) -> str:
         """Position, velocity and feedback with the units of the joint kind."""
         pu, fu = self.params.units

@@ -156,6 +156,14 @@ class ArmPlant:
         self.time = 0.0
         """Simulated time [s]."""
 
+    @staticmethod
+    def warm_up() -> None:
+        """Compile or load the arm's numba kernels on a scratch plant (slow on a cold cache)."""
+        scratch = ArmPlant(ArmParams())
+        scratch.set_position(1, 0.1)
+        scratch.set_motor_force(1, 1.0)
+        scratch.step(1e-3)
+
     def _joint(self, i: int) -> int:
         if not 0 <= i < 3:
             raise IndexError(f"joint index {i} out of range 0..2")

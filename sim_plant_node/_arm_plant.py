@@ -44,11 +44,8 @@ class ArmDrive(RealTimeStepper):
 
     @staticmethod
     def warm_up() -> None:
-        """Compile or load the arm's numba kernels on a scratch plant."""
-        scratch = ArmPlant(ArmParams())
-        scratch.set_position(1, 0.1)
-        scratch.set_motor_force(1, 1.0)
-        scratch.step(1e-3)
+        """Compile or load the arm's numba kernels."""
+        ArmPlant.warm_up()
 
     def _step(self, gap: float) -> None:
         if gap <= 0.0:

@@ -206,18 +206,8 @@ class Plant(RealTimeStepper):
 
     @staticmethod
     def warm_up(params: JointParams) -> None:
-        """Compile or load every numba kernel the plant uses, on a scratch joint (slow on a cold cache)."""
-        j = Joint(params)
-        j.set_position(math.inf)
-        j.set_velocity(0.0)
-        j.set_motor_force(params.max_force)
-        j.set_acceleration(params.acceleration)
-        j.set_control_p(params.control_p)
-        j.step(1e-3)
-        j.set_force(0.0)
-        j.step(1e-3)
-        j.set_position(params.position)
-        j.step(1e-3)
+        """Compile or load every numba kernel the plant uses (slow on a cold cache)."""
+        Joint.warm_up(params)
 
     def _step(self, gap: float) -> None:
         try:

@@ -103,10 +103,13 @@ def _compile_otg() -> None:
 
 
 def _compile_plant() -> None:
-    """The simulated joint's kernels (a warm-up task of its own process)."""
+    """The simulated joint's kernels, its commands' included (the embedded drive and ``sim-plant`` call them), and
+    the coupled arm's (``sim-plant --arm``): a warm-up task of its own process."""
     from sim_plant import Joint, JointParams
+    from sim_plant.arm_motors import ArmPlant
 
-    Joint(JointParams()).step(0.001)
+    Joint.warm_up(JointParams())
+    ArmPlant.warm_up()
 
 
 def _compile_bytecode() -> None:

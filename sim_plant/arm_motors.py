@@ -161,7 +161,10 @@ class ArmPlant:
         """Compile or load the arm's numba kernels on a scratch plant (slow on a cold cache)."""
         scratch = ArmPlant(ArmParams())
         scratch.set_position(1, 0.1)
+        scratch.set_velocity(1, 0.5)
         scratch.set_motor_force(1, 1.0)
+        scratch.step(1e-3)
+        scratch.set_force(1, 0.0)
         scratch.step(1e-3)
 
     def _joint(self, i: int) -> int:

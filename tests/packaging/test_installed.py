@@ -177,3 +177,25 @@ def test_installed_sim_plant_follows_a_udral_setpoint(installed: Installed) -> N
         assert abs(v1 - 2.0) < 0.02
         assert abs((p1 - p0) / (t1 - t0) - 2.0) < 0.05  # It moves at the commanded speed on its own timestamps.
     assert "Traceback" not in log.read_text()
+
+
+def test_installed_warmup_leaves_no_kernel_to_compile_at_a_first_start(installed: Installed) -> None:
+    """After ``servo-node warmup`` the first start of ``servo-node``, ``sim-plant`` and ``sim-plant --arm`` loads
+    every numba kernel it runs from the cache and compiles none (numba's own cache log: nothing saved). The tests
+    above started the first two cold in this venv; the coupled arm's kernels come from the warm-up alone."""
+    printed = installed.run("servo-node", "warmup")
+    assert "caches warm" in printed, printed
+    node, client, _base = _ids()
+    yenv = _yakut_env(installed, client)
+    wd = installed.workdir
+    for name, args in (("servo-node", ["run", "--registry", "warm.db"]), ("sim-plant", ["--registry", "warm.db"]),
+                       ("sim-plant", ["--arm", "--registry", "warm-arm.db"])):
+        env = {**installed.env, "UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(node),
+               "NUMBA_DEBUG_CACHE": "1"}
+        log = wd / f"{name}{'-arm' if '--arm' in args else ''}-warm.log"
+        with popen([installed.bin(name), *args], env, wd, log) as proc:
+            _wait_operational(proc, log, yenv, wd, node)
+        out = log.read_text(errors="replace")
+        assert "[cache] data loaded from" in out, f"{name} {args}: no kernel loaded from the cache?\n{out[-3000:]}"
+        compiled = sorted({line for line in out.splitlines() if "[cache] data saved to" in line})
+        assert not compiled, f"{name} {args} compiled at its first start after the warm-up:\n" + "\n".join(compiled)

@@ -1,4 +1,5 @@
-"""A monotonic clock and an absolute-deadline sleep callable from numba ``nogil`` code (POSIX, via libc).
+"""A monotonic clock, an absolute-deadline sleep and a wake-able idle wait, callable from numba ``nogil`` code (POSIX,
+via libc).
 
 Binding the libc symbols as numba external functions (rather than ctypes pointers) keeps the kernels cacheable.
 """
@@ -15,6 +16,9 @@ _clock_gettime = types.ExternalFunction("clock_gettime", types.int32(types.int32
 _clock_nanosleep = types.ExternalFunction(
     "clock_nanosleep", types.int32(types.int32, types.int32, types.voidptr, types.voidptr)
 )
+_poll = types.ExternalFunction("poll", types.int32(types.voidptr, types.uint64, types.int32))
+_read = types.ExternalFunction("read", types.intp(types.int32, types.voidptr, types.uintp))
+_POLLIN = 1
 
 
 @njit(cache=True, nogil=True)
@@ -31,3 +35,19 @@ def sleep_until_ns(deadline_ns: int, timespec: np.ndarray) -> None:
     timespec[1] = deadline_ns % 1_000_000_000
     while _clock_nanosleep(_CLOCK_MONOTONIC, _TIMER_ABSTIME, timespec.ctypes, timespec.ctypes) != 0:
         pass  # EINTR: sleep again toward the same absolute deadline.
+
+
+@njit(cache=True, nogil=True)
+def wait_or_wake(fd: int, deadline_ns: int, timespec: np.ndarray, pollfd: np.ndarray, scratch: np.ndarray) -> bool:
+    """Sleep until CLOCK_MONOTONIC reaches ``deadline_ns`` (rounded up to the millisecond) or the eventfd ``fd`` is
+    written; True if woken by ``fd`` (then drained). ``pollfd`` is int32[2] scratch (a ``struct pollfd``),
+    ``scratch`` uint64[1]. An interrupted wait returns False early: the caller looks at the clock again."""
+    remaining = deadline_ns - monotonic_ns(timespec)
+    if remaining <= 0:
+        return False
+    pollfd[0] = fd
+    pollfd[1] = _POLLIN  # events POLLIN, revents 0 (little-endian halves of the second word)
+    if _poll(pollfd.ctypes, 1, (remaining + 999_999) // 1_000_000) > 0:
+        _read(fd, scratch.ctypes, 8)
+        return True
+    return False

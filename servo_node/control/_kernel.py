@@ -23,8 +23,9 @@ from numba.typed import List
 
 from .._jit import tick_jit
 from ..drive import _dispatch as drive
+from ..drive._base import DRIVE_SIM
 from . import _layout as L
-from ._clock import monotonic_ns, sleep_until_ns
+from ._clock import monotonic_ns, sleep_until_ns, wait_or_wake
 from ._feedback import bound_command, check_feedback
 from ._law import control_law
 from ._layout import LoopArrays
@@ -92,6 +93,23 @@ def group_append(group: List[LoopArrays], arrays: LoopArrays) -> None:
 
 
 @njit(cache=True, nogil=True)
+def idle(A: LoopArrays) -> bool:
+    """The loop has nothing to do but step its embedded joint: a real-clock loop of the simulated drive, not
+    commanding it (the joint passive), no stop under way, no command pending (a coordinated start waiting for its
+    instant is pending). A bus drive's loop is never idle (it supervises the drive's feedback and link), nor a mimic
+    follower's (it takes its leader's samples every tick, engaged or not)."""
+    cfg, st = A.cfg, A.st
+    return (
+        cfg[L.K_DRIVE] == DRIVE_SIM
+        and cfg[L.K_STEPPED] == 0.0
+        and A.lead[L.LD_SEQ] == 0.0  # No leader input (control._leader) ever written: not a mimic follower.
+        and st[L.ST_ENGAGED] == 0.0
+        and (st[L.ST_MODE] == L.MODE_IDLE or st[L.ST_MODE] == L.MODE_DISENGAGE)
+        and A.cmd[L.C_SEQ] == st[L.ST_CMD_SEQ]
+    )
+
+
+@njit(cache=True, nogil=True)
 def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, timespec: np.ndarray) -> None:
     """Tick every loop of ``group`` at its own period against CLOCK_MONOTONIC until ``ctl[L.CTL_QUIT]`` is set.
 
@@ -100,10 +118,18 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
     Deadlines are absolute (no drift); after an overrun a loop's schedule restarts from now instead of bursting.
     Each wake-up's lateness [second] goes into the ``timing`` ring for measurement. ``ctl[L.CTL_QUIT]`` already set
     returns at once (how the kernel is loaded before the running thread is replaced).
+
+    An :func:`idle` loop is ticked every :data:`~._layout.IDLE_PERIOD_NS` instead; while every loop is idle the
+    thread waits on the eventfd ``ctl[L.CTL_WAKE_FD]`` as well, which a new command writes: the loops are ticked at
+    once (those wake-ups are not timed). Otherwise an idle loop with a command pending is ticked at the next wake-up.
     """
     n = len(group)
     next_ns = np.empty(n, np.int64)  # Once per run, not per tick.
     stepped_now = np.empty(n)
+    idle_k = np.zeros(n, np.bool_)
+    pollfd = np.zeros(2, np.int32)
+    scratch = np.zeros(1, np.uint64)
+    wake_fd = int(ctl[L.CTL_WAKE_FD])
     start_ns = monotonic_ns(timespec)
     for k in range(n):
         next_ns[k] = start_ns
@@ -111,20 +137,34 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
     ring = L.TIMING_RING
     while ctl[L.CTL_QUIT] == 0.0:
         due_ns = next_ns.min()
-        sleep_until_ns(due_ns, timespec)
-        now_ns = monotonic_ns(timespec)
-        m = int(timing[ring])
-        timing[m % ring] = (now_ns - due_ns) * 1e-9
-        timing[ring] = m + 1
+        if wake_fd >= 0 and idle_k.all():
+            woken = wait_or_wake(wake_fd, due_ns, timespec, pollfd, scratch)
+            now_ns = monotonic_ns(timespec)
+            if woken:
+                for k in range(n):
+                    next_ns[k] = min(next_ns[k], now_ns)
+        else:
+            sleep_until_ns(due_ns, timespec)
+            now_ns = monotonic_ns(timespec)
+            m = int(timing[ring])
+            timing[m % ring] = (now_ns - due_ns) * 1e-9
+            timing[ring] = m + 1
         for k in range(n):
-            if next_ns[k] > now_ns:
-                continue
             A = group[k]
+            if next_ns[k] > now_ns and not (idle_k[k] and A.cmd[L.C_SEQ] != A.st[L.ST_CMD_SEQ]):
+                continue
             period = A.cfg[L.K_PERIOD]
             period_ns = int(period * 1e9)
             stepped = A.cfg[L.K_STEPPED] != 0.0
             stepped_now[k] += period
             tick(stepped_now[k] if stepped else now_ns * 1e-9, A)
-            next_ns[k] += period_ns
-            if not stepped and now_ns - next_ns[k] > period_ns:
-                next_ns[k] = now_ns + period_ns
+            was_idle = idle_k[k]
+            idle_k[k] = wake_fd >= 0 and idle(A)
+            if idle_k[k]:
+                next_ns[k] = now_ns + L.IDLE_PERIOD_NS
+            elif was_idle:
+                next_ns[k] = now_ns + period_ns  # Out of idle: the loop's schedule restarts from now.
+            else:
+                next_ns[k] += period_ns
+                if not stepped and now_ns - next_ns[k] > period_ns:
+                    next_ns[k] = now_ns + period_ns

@@ -307,6 +307,8 @@ class ControlLoop:
                 cmd[L.C_JMAX] = lim.j_max
                 cmd[L.C_FLIM] = sp.force_limit
             cmd[L.C_SEQ] += 1.0
+        if self._thread is not None:
+            self._thread.wake()
 
     def advance(self, seconds: float) -> None:
         """Simulated clock only: run the loop for ``seconds`` of loop time."""

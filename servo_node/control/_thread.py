@@ -55,6 +55,10 @@ class ControlThread:
         self._ctl = np.zeros(L.N_CTL)
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._wake_fd = _eventfd()
+        """Written by :meth:`wake`: the idle thread's wait ends (−1: none, the loops never idle)."""
+        self._wake_lock = threading.Lock()
+        """Guards the eventfd's writes against its close (not ``_lock``: a kernel load holds that for seconds)."""
 
     @property
     def loops(self) -> Sequence[Ticked]:
@@ -99,11 +103,22 @@ class ControlThread:
                     loops, self._pending = [*self._loops, *self._pending], []
                     self._replace(loops)
 
+    def wake(self) -> None:
+        """A loop was given a command: an idle thread ticks at once (:func:`._kernel.run_realtime`)."""
+        with self._wake_lock:
+            if self._wake_fd >= 0:
+                with contextlib.suppress(BlockingIOError):  # The counter is full: the thread is woken anyway.
+                    os.eventfd_write(self._wake_fd, 1)
+
     def close(self) -> None:
         """Stop ticking every loop and end the thread; idempotent."""
         with self._lock:
             self._pending = []
             self._replace([])
+            with self._wake_lock:
+                if self._wake_fd >= 0:
+                    os.close(self._wake_fd)
+                    self._wake_fd = -1
 
     def period_errors(self) -> np.ndarray:
         """Wake-up lateness [second] of the most recent ticks, oldest first."""
@@ -120,14 +135,18 @@ class ControlThread:
             group = new_group(loops[0].arrays)
             for x in loops[1:]:
                 group_append(group, x.arrays)
-            run_realtime(group, np.ones(L.N_CTL), self.timing, self._timespec)  # Load (compile); returns at once.
+            load = np.full(L.N_CTL, -1.0)
+            load[L.CTL_QUIT] = 1.0
+            run_realtime(group, load, self.timing, self._timespec)  # Load (compile); returns at once.
         if self._thread is not None:
             self._ctl[L.CTL_QUIT] = 1.0
+            self.wake()  # An idle thread sees the quit at once.
             self._thread.join()
             self._thread = None
         self._loops = loops
         if group is not None:
             self._ctl = np.zeros(L.N_CTL)
+            self._ctl[L.CTL_WAKE_FD] = self._wake_fd
             priority = max([self.realtime_priority, *(x.realtime_priority for x in loops)])
             self._thread = threading.Thread(
                 target=_thread_body, args=(group, self._ctl, self.timing, priority), name="control-loop", daemon=True
@@ -144,6 +163,14 @@ def _thread_body(group: object, ctl: np.ndarray, timing: np.ndarray, priority: i
         except OSError as ex:  # Not permitted (no CAP_SYS_NICE / rtprio limit): run with normal priority.
             _logger.warning("Control loop: SCHED_FIFO %d not permitted (%s)", priority, ex)
     run_realtime(group, ctl, timing, np.zeros(2, dtype=np.int64))
+
+
+def _eventfd() -> int:
+    """A non-blocking eventfd, or −1 where the OS has none (the loops then never idle)."""
+    try:
+        return os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return -1
 
 
 def _tighten_timer_slack() -> None:

@@ -19,16 +19,12 @@ packages: $(PACKAGES)
 # uv installs the same resolution as pip in a fraction of the time (measured on a fresh clone: 7 s against pip's 28 s;
 # where uv cannot be had or fails, no index it can reach, pip does it). uv compiles no bytecode, and this machine (as
 # many container images) sets PYTHONDONTWRITEBYTECODE: without bytecode every process compiled its imports from
-# source: the packages every node process imports (CORE, about 2 s) are compiled with the install, the rest by
-# $(STAMP) on every core (about 9 s; `make test` does that beside the warm-up and the lint).
-CORE := numba llvmlite numpy pycyphal can canopen msgpack
+# source, so $(STAMP) compiles it on every core (about 9 s; `make test` does that beside the warm-up and the lint).
 $(PACKAGES): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	{ $(BIN)/python -m pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[test]'; } \
 	  || { echo "uv did not install; pip does" >&2 && $(BIN)/python -m pip install -q --upgrade pip \
 	       && $(BIN)/python -m pip install -q -e '.[test]'; }
-	$(BIN)/python -m compileall -q -j0 $$($(BIN)/python -c 'import importlib.util as u, sys; \
-	  print(*(u.find_spec(m).submodule_search_locations[0] for m in sys.argv[1:]))' $(CORE))
 	touch $(PACKAGES)
 $(STAMP): $(PACKAGES)
 	$(BIN)/python -m compileall -q -j0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')

@@ -41,13 +41,16 @@ def sleep_until_ns(deadline_ns: int, timespec: np.ndarray) -> None:
 def wait_or_wake(fd: int, deadline_ns: int, timespec: np.ndarray, pollfd: np.ndarray, scratch: np.ndarray) -> bool:
     """Sleep until CLOCK_MONOTONIC reaches ``deadline_ns`` (rounded up to the millisecond) or the eventfd ``fd`` is
     written; True if woken by ``fd`` (then drained). ``pollfd`` is int32[2] scratch (a ``struct pollfd``),
-    ``scratch`` uint64[1]. An interrupted wait returns False early: the caller looks at the clock again."""
+    ``scratch`` uint64[1]. A failed wait (an interruption included) sleeps to the deadline instead: never a spin."""
     remaining = deadline_ns - monotonic_ns(timespec)
     if remaining <= 0:
         return False
     pollfd[0] = fd
     pollfd[1] = _POLLIN  # events POLLIN, revents 0 (little-endian halves of the second word)
-    if _poll(pollfd.ctypes, 1, (remaining + 999_999) // 1_000_000) > 0:
+    ready = _poll(pollfd.ctypes, 1, (remaining + 999_999) // 1_000_000)
+    if ready > 0 and (pollfd[1] >> 16) & _POLLIN:
         _read(fd, scratch.ctypes, 8)
         return True
+    if ready != 0:  # Failed or interrupted, or the fd is not readable but in error (POLLNVAL, POLLERR).
+        sleep_until_ns(deadline_ns, timespec)
     return False

@@ -7,11 +7,15 @@ never more): which mode the thread is in, not how fast it is.
 
 from __future__ import annotations
 
+import os
 import time
+
+import numpy as np
 
 from servo_node.axis._config import loop_config
 from servo_node.control import ControlLoop, ControlThread, LoopConfig
 from servo_node.control import _layout as L
+from servo_node.control._clock import monotonic_ns, wait_or_wake
 from servo_node.control._kernel import idle
 from servo_node.control._leader import LeaderInput
 from servo_node.control._mimic import Relation
@@ -102,3 +106,26 @@ def test_which_loops_are_idle() -> None:
     b = make_bus(loop_config(reg), None)
     b.run(0.3)
     assert not b.loop.sample().engaged and not idle(b.loop.arrays)
+
+
+def test_the_idle_wait_ends_on_a_write_and_never_before_its_deadline_otherwise() -> None:
+    """Woken by the eventfd (and the count drained); an fd in error (here a closed one) waits out the deadline
+    instead of returning at once, so a broken wake-up can never make the thread spin."""
+    ts, pollfd, scratch = np.zeros(2, np.int64), np.zeros(2, np.int32), np.zeros(1, np.uint64)
+    fd = os.eventfd(0, os.EFD_NONBLOCK)
+    try:
+        os.eventfd_write(fd, 3)
+        assert wait_or_wake(fd, monotonic_ns(ts) + 10_000_000_000, ts, pollfd, scratch)
+        try:
+            os.eventfd_read(fd)
+            raise AssertionError("the count was not drained")
+        except BlockingIOError:
+            pass
+        deadline = monotonic_ns(ts) + 20_000_000
+        assert not wait_or_wake(fd, deadline, ts, pollfd, scratch)
+        assert monotonic_ns(ts) >= deadline
+    finally:
+        os.close(fd)
+    deadline = monotonic_ns(ts) + 20_000_000
+    assert not wait_or_wake(fd, deadline, ts, pollfd, scratch)  # Closed: POLLNVAL.
+    assert monotonic_ns(ts) >= deadline

@@ -35,12 +35,12 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-## The warm-up (numba: both cores for its first seconds, then one, and the longer of the three), the lint and the
-## packages' bytecode run side by side, the last two niced: they take what the warm-up leaves. Their output follows.
+## The warm-up (numba: both cores for its first seconds, then one), the lint and the packages' bytecode (niced: it
+## takes what the warm-up leaves) run side by side; their output follows the lint's.
 test: $(PACKAGES)
 	$(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1 & warm=$$!; \
 	  $(PHASE) bytecode nice -n 10 $(MAKE) --no-print-directory $(STAMP) >$(VENV)/bytecode.log 2>&1 & code=$$!; \
-	  $(PHASE) lint nice -n 10 $(MAKE) --no-print-directory lint; lint=$$?; \
+	  $(PHASE) lint $(MAKE) --no-print-directory lint; lint=$$?; \
 	  wait $$warm; warmed=$$?; wait $$code; compiled=$$?; cat $(VENV)/warmup.log $(VENV)/bytecode.log; \
 	  [ $$lint = 0 ] && [ $$warmed = 0 ] && [ $$compiled = 0 ]
 	$(PHASE) pytest $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15

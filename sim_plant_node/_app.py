@@ -33,7 +33,7 @@ from cyphal_common.registers import RegisterSpec, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.transport import make_transport
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
-from sim_plant import JointParams
+from sim_plant import Joint, JointParams
 
 from ._plant import Command, JointDrive, Plant, Sample, SetpointRejectedError, demand_factor_pct, interpret
 from ._plant import Mode as PlantMode
@@ -328,7 +328,7 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         node.heartbeat_publisher.mode = Mode.INITIALIZATION
         node.start()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, Plant.warm_up, config.params)  # The heartbeat keeps going meanwhile.
+        await loop.run_in_executor(None, Joint.warm_up, config.params)  # The heartbeat keeps going meanwhile.
         plant = Plant(config.params, config.step_rate)
         app = SimPlantNode(node, plant, config.publish_rate, config.quick_stop_deceleration)
         plant.start()

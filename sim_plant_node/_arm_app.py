@@ -35,7 +35,7 @@ from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, r
 from cyphal_common.tasks import cancel_and_wait
 from cyphal_common.transport import make_transport
 from sim_plant.arm import ArmParams
-from sim_plant.arm_motors import ArmMotor
+from sim_plant.arm_motors import ArmMotor, ArmPlant
 
 from ._app import NODE_NAME, SPECS, SUPERVISE_PERIOD_S, SimPlantNode, _software_version
 from ._arm_plant import JOINTS, ArmDrive
@@ -86,7 +86,7 @@ async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> in
         node.heartbeat_publisher.mode = Mode.INITIALIZATION
         node.start()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, ArmDrive.warm_up)
+        await loop.run_in_executor(None, ArmPlant.warm_up)
         drive = ArmDrive(ArmParams(), motors, position, rates[0], brake=_read(registry, "arm.brake") == 1.0)
         apps = [SimPlantNode(node, joint, rates[1], rates[2], service=name, own_health=False)
                 for name, joint in zip(JOINTS, drive.joints, strict=True)]

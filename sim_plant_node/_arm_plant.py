@@ -42,11 +42,6 @@ class ArmDrive(RealTimeStepper):
         for j in self.joints:
             j._apply_passive()
 
-    @staticmethod
-    def warm_up() -> None:
-        """Compile or load the arm's numba kernels."""
-        ArmPlant.warm_up()
-
     def _step(self, gap: float) -> None:
         if gap <= 0.0:
             return

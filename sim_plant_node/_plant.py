@@ -204,11 +204,6 @@ class Plant(RealTimeStepper):
         self._track = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # TRACK: (start, position, velocity, acceleration, gain, horizon)
         self._joint.set_force(0.0)
 
-    @staticmethod
-    def warm_up(params: JointParams) -> None:
-        """Compile or load every numba kernel the plant uses (slow on a cold cache)."""
-        Joint.warm_up(params)
-
     def _step(self, gap: float) -> None:
         try:
             if self._mode is Mode.TRACK:

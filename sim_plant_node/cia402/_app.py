@@ -24,7 +24,7 @@ import can
 import canopen
 
 from cyphal_common.transport import open_can_bus
-from sim_plant import JointParams
+from sim_plant import Joint, JointParams
 
 from .._plant import Plant
 from . import _objects as ob
@@ -137,7 +137,7 @@ class Emulator:
         self._started = True
         try:
             self._bus = open_can_bus(self.iface)  # First: a bad iface fails before the (possibly slow) warm-up.
-            Plant.warm_up(self.params)
+            Joint.warm_up(self.params)
             self.plant = Plant(self.params, self._step_rate)
             with ob.eds_path() as eds:
                 od = canopen.import_od(str(eds), self.node_id)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pycyphal.application import make_registry
 
-from sim_plant import JointParams
+from sim_plant import Joint, JointParams
 from sim_plant_node._app import ConfigError, load_config
 from sim_plant_node._plant import (
     QUICK_STOP_MARGIN_S,
@@ -112,7 +112,7 @@ def test_load_config_rejects_invalid_values(env: dict[str, str], name: str) -> N
 def test_plant_keeps_simulated_time_equal_to_wall_time() -> None:
     """The stepping thread steps by measured elapsed time: sim time tracks the monotonic clock."""
     params = JointParams(inertia=2.0, max_force=100.0)
-    Plant.warm_up(params)
+    Joint.warm_up(params)
     plant = Plant(params, 1000.0)
     try:
         start = time.monotonic()
@@ -157,7 +157,7 @@ def test_registers_persist_in_the_register_file(tmp_path: Path) -> None:
 
 def _spin_then_quick_stop(params: JointParams, velocity: float, deceleration: float) -> tuple[float, list[Sample]]:
     """Spin a plant to ``velocity`` in velocity control, quick-stop it; (bound, samples until 1 s after passive)."""
-    Plant.warm_up(params)
+    Joint.warm_up(params)
     plant = Plant(params, 1000.0)
     try:
         plant.start()
@@ -214,7 +214,7 @@ def test_quick_stop_brakes_to_rest_then_lets_go(params: JointParams, deceleratio
 def test_command_after_quick_stop_restores_the_joint_acceleration_limit() -> None:
     """After a quick stop (which lifts ``sim.acceleration``) the next command runs under that limit again."""
     params = JointParams(max_velocity=100.0, max_force=100.0, acceleration=2.0)
-    Plant.warm_up(params)
+    Joint.warm_up(params)
     plant = Plant(params, 1000.0)
     try:
         plant.start()

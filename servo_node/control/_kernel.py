@@ -93,6 +93,12 @@ def group_append(group: List[LoopArrays], arrays: LoopArrays) -> None:
 
 
 @njit(cache=True, nogil=True)
+def command_pending(A: LoopArrays) -> bool:
+    """The node wrote a command the loop has not taken yet (or is writing one)."""
+    return A.cmd[L.C_SEQ] != A.st[L.ST_CMD_SEQ]
+
+
+@njit(cache=True, nogil=True)
 def idle(A: LoopArrays) -> bool:
     """The loop has nothing to do but step its embedded joint: a real-clock loop of the simulated drive, not
     commanding it (the joint passive), no stop under way, no command pending (a coordinated start waiting for its
@@ -105,7 +111,7 @@ def idle(A: LoopArrays) -> bool:
         and A.lead[L.LD_SEQ] == 0.0  # No leader input (control._leader) ever written: not a mimic follower.
         and st[L.ST_ENGAGED] == 0.0
         and (st[L.ST_MODE] == L.MODE_IDLE or st[L.ST_MODE] == L.MODE_DISENGAGE)
-        and A.cmd[L.C_SEQ] == st[L.ST_CMD_SEQ]
+        and not command_pending(A)
     )
 
 
@@ -151,7 +157,7 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
             timing[ring] = m + 1
         for k in range(n):
             A = group[k]
-            if next_ns[k] > now_ns and not (idle_k[k] and A.cmd[L.C_SEQ] != A.st[L.ST_CMD_SEQ]):
+            if next_ns[k] > now_ns and not (idle_k[k] and command_pending(A)):
                 continue
             period = A.cfg[L.K_PERIOD]
             period_ns = int(period * 1e9)

@@ -148,22 +148,31 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
 @tick_jit
 def _finish(  # type: ignore[no-untyped-def]
     prof, n: int, p0: float, v0: float, a0: float, pt: float, vt: float, tau: float, j: float, amax: float,
-    vmin: float, vmax: float, check_end: bool,
+    vmin: float, vmax: float, alo: float, ahi: float, check_end: bool,
 ) -> int:
-    """Turn normalised (jerk sign, duration) slots into real phases with start times and states."""
+    """Turn normalised (jerk sign, duration) slots into real phases with start times and states.
+
+    A phase without jerk is a cruise at a velocity limit (a = 0) or a plateau at an acceleration bound (alo,
+    ahi or, past v = 0 under the rule, their negatives): its start state is snapped onto that limit, so the
+    rounding residue of the ramps before it (~ulp of the accelerations) does not grow over a long phase."""
     t = 0.0
     p = p0
     v = v0
     a = a0
+    a_snap = 1e-12 * (abs(a0) + ahi - alo)
     for k in range(n):
         base = HEADER + k * PHASE_STRIDE
         dt = prof[base + PH_T] * tau
         jj = prof[base + PH_J] * j
         if jj == 0.0 and abs(a) < 1e-9 * amax:
-            # a cruise, always at a velocity limit: drop the rounding residue of the preceding ramps so
-            # a long cruise does not drift away from the distance the planner solved for
+            # a cruise: a long one would otherwise drift away from the distance the planner solved for
             a = 0.0
             v = vmax if abs(v - vmax) < abs(v - vmin) else vmin
+        elif jj == 0.0:
+            for bound in (ahi, alo, -ahi, -alo):
+                if abs(a - bound) <= a_snap:
+                    a = bound
+                    break
         prof[base + PH_T] = t
         prof[base + PH_P] = p
         prof[base + PH_V] = v
@@ -220,7 +229,7 @@ def _solve_box(  # type: ignore[no-untyped-def]
         prof[COUNT] = 0
         prof[DURATION] = 0.0
         return status
-    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax, rule)
+    return _finish(prof, n, p0, v0, a0, pt, vt, tau, j, amax, vmin, vmax, alo, ahi, rule)
 
 
 @tick_jit

@@ -79,8 +79,8 @@ def plan_velocity_into(  # type: ignore[no-untyped-def]
     # a change within vtol of a single ramp's landing is snapped to it (no sqrt-sized rounding ramp)
     vtol = 1.5e-14 * (abs(v) + abs(w) + 1.0)
     n = _push_vchange(profile, n, v, w - v, a, -dnn, upn, vtol, up != dn)
-    # no velocity cruise here: amax = 0 turns off _finish's snapping of near-zero-acceleration plateaus
-    status = _finish(profile, n, p0, v0, a0, p0, vt, tau, j_max, 0.0, vt, vt, False)
+    # no velocity cruise here: amax = 0 turns off _finish's snapping of near-zero accelerations onto a cruise
+    status = _finish(profile, n, p0, v0, a0, p0, vt, tau, j_max, 0.0, vt, vt, a_min, a_max, False)
     if n > 0:
         base = HEADER + (n - 1) * PHASE_STRIDE
         dp, _v, _a = advance(profile[base + PH_V], profile[base + PH_A], profile[base + PH_J],

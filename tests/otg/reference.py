@@ -108,7 +108,9 @@ def check(problem: Problem, profile: Arr, *, grid: int = 801, rel: float = 1e-9,
     t = critical_times(profile, grid)
     p, v, a, j = (np.asarray(x, dtype=np.float64) for x in sample_batch(profile[None, :], t[None, :]))
     p, v, a, j = p[0], v[0], a[0], j[0]
-    vs = max(pr.v_max, -pr.v_min, abs(pr.v0), abs(pr.vt))
+    # velocity scale: the limits, or the largest speed the plan reaches (a start outside the limits may force an
+    # excursion far beyond them, and a velocity is known only to ~ulp of the largest one summed into it)
+    vs = max(pr.v_max, -pr.v_min, abs(pr.v0), abs(pr.vt), float(np.max(np.abs(v))))
     as_ = max(pr.a_max, -pr.a_min, abs(pr.a0))
     # position scale: the move, or 1e-15 of the limits' natural length a³/j² for vanishing moves
     # or, for vanishing moves, the planner's documented position resolution: distances below

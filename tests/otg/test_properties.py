@@ -50,6 +50,9 @@ def problems(draw: st.DrawFn) -> Problem:
 @example(Problem(0.0, 0.0, 0.0, 0.0, 1e-10, -0.0, 1.0, -23.0, 23.0, 1.0))  # short by noise only (found by CI)
 @example(Problem(0.0, 0.0, -609.0, 0.0, 0.0625, -0.0625, 0.0625, -609.0, 0.03125, 0.03125))  # T = 9e15 s (CI)
 @example(Problem(0.0, 0.0, 888.0, 0.0, 0.0, -1.0, 1.0, -0.03125, 888.0, 0.015625))  # rule broken at T = 1e16 s (CI)
+@example(Problem(0.0, 0.0, 957.25, 0.0, 0.0, -352.0, 352.0, -0.01, 957.25, 3.0))  # plateau residue, T = 3e9 s (CI)
+@example(Problem(0.0, 0.0, 372.88976114060563, 0.0, 0.0, -0.01, 0.01, -372.88976114060563, 372.88976114060563,
+                 0.01))  # a brake to v = 3.5e6, where a velocity is known to 5e-10
 def test_every_plan_is_valid_or_honestly_infeasible(pr: Problem) -> None:
     """Status 0 plans obey every limit, the rule and reach the (repaired) target; status 1 only if reversing is
     forbidden (v_min == 0); never a numerical failure."""

@@ -13,3 +13,11 @@ A tick allocates nothing, so NRT has nothing to manage; with it, a function that
 exit, atomically, whether it used them or not: an idle tick took 2.1 µs with it and 0.46 µs without, a moving one
 3.2 and 0.46 µs. And without NRT the compiler refuses an allocation in these functions and in what they call (the
 drive's, the OTG's and the simulated joint's kernels), which is how "no allocation per tick" is kept."""
+
+
+@tick_jit
+def runtime(flag: bool) -> bool:
+    """``flag`` as a value, not a constant: numba compiles a function once more for every constant argument it is
+    called with (the OTG's solver, called with ``True``, ``False`` and a variable ``rule``, was compiled three times
+    over, and everything it calls with it)."""
+    return bool(flag)  # (returned as is, a constant would stay one)

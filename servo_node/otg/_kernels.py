@@ -13,7 +13,7 @@ import math
 
 from numba import njit, prange
 
-from .._jit import tick_jit
+from .._jit import runtime, tick_jit
 from ._brake import brake, push_phase
 from ._families import (
     KIND_GAP,
@@ -330,7 +330,7 @@ def plan_into(  # type: ignore[no-untyped-def]
     a_up = a_max
     a_dn = -a_min
     if a_up == a_dn:
-        status = _solve_box(p0, v0, a0, pt, w, v_min, v_max, a_min, a_max, j_max, profile, False)
+        status = _solve_box(p0, v0, a0, pt, w, v_min, v_max, a_min, a_max, j_max, profile, runtime(False))
     else:
         status = _plan_rule(p0, v0, a0, pt, w, v_min, v_max, a_up, a_dn, j_max, profile)
     profile[STATUS] = status
@@ -365,7 +365,7 @@ def _plan_rule(  # type: ignore[no-untyped-def]
     else:
         outside = a0 > a_dn or a0 < -a_up
     vtol = 1e-10 * (v_max - v_min)
-    st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, -a_dn, a_up, j_max, profile, True)
+    st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, -a_dn, a_up, j_max, profile, runtime(True))
     best = -1
     best_t = math.inf
     last = 3
@@ -378,7 +378,7 @@ def _plan_rule(  # type: ignore[no-untyped-def]
         best_t = profile[DURATION]
     for c in range(3):
         lo, hi = _box_of(c, a_up, a_dn)
-        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, False)
+        st = _solve_box(p0, v0, a0, pt, vt, v_min, v_max, lo, hi, j_max, profile, runtime(False))
         last = c
         if st != OK:
             continue

@@ -35,15 +35,22 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-## The warm-up (numba: both cores for its first seconds, then one), the lint and the packages' bytecode (niced: it
-## takes what the warm-up leaves) run side by side; their output follows the lint's.
+## The warm-up (numba: both cores for its first seconds, then one), the lint and the packages' bytecode run side by
+## side; pytest starts once the lint and the bytecode are done, while the warm-up compiles its last and longest
+## part (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the others
+## wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The warm-up's output follows pytest's.
 test: $(PACKAGES)
-	$(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1 & warm=$$!; \
-	  $(PHASE) bytecode nice -n 10 $(MAKE) --no-print-directory $(STAMP) >$(VENV)/bytecode.log 2>&1 & code=$$!; \
+	rm -f $(VENV)/warmup.status; \
+	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; echo $$? >$(VENV)/warmup.status.new; \
+	    mv $(VENV)/warmup.status.new $(VENV)/warmup.status; } & warm=$$!; \
+	  $(PHASE) bytecode $(MAKE) --no-print-directory $(STAMP) >$(VENV)/bytecode.log 2>&1 & code=$$!; \
 	  $(PHASE) lint $(MAKE) --no-print-directory lint; lint=$$?; \
-	  wait $$warm; warmed=$$?; wait $$code; compiled=$$?; cat $(VENV)/warmup.log $(VENV)/bytecode.log; \
-	  [ $$lint = 0 ] && [ $$warmed = 0 ] && [ $$compiled = 0 ]
-	$(PHASE) pytest $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+	  wait $$code; compiled=$$?; cat $(VENV)/bytecode.log; tested=1; \
+	  if [ $$lint = 0 ] && [ $$compiled = 0 ]; then \
+	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \
+	      $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15; tested=$$?; \
+	  fi; \
+	  wait $$warm; cat $(VENV)/warmup.log; [ "$$(cat $(VENV)/warmup.status)" = 0 ] && [ $$tested = 0 ]
 
 lint: $(PACKAGES)
 	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples

@@ -7,6 +7,7 @@ moves onto a network of its own first (``tests/isolation.py``), so parallel work
 
 import os
 import signal
+import time
 
 import pytest
 
@@ -74,14 +75,61 @@ def _stream(item: pytest.Item) -> str | None:
     return "bus" if item.nodeid.startswith(BUS_SCENARIOS) else None
 
 
-def _run_order(item: pytest.Item) -> int:
+WITHOUT_LOOP_KERNELS = (
+    "tests/cyphal_common/",
+    "tests/dsdl/",
+    "tests/otg/",
+    "tests/packaging/",
+    "tests/sim_plant/",
+    "tests/sim_plant_node/",
+    "tests/test_architecture.py",
+    "tests/test_layering.py",
+    "tests/transport/",
+)
+"""Tests that run none of the control loop's kernels (the last and longest the warm-up compiles, after the OTG's
+and the joint's): ``make test`` starts pytest before that compilation ends, and these run meanwhile."""
+WITH_LOOP_KERNELS = ("tests/sim_plant_node/test_quick_stop.py",)
+"""Exceptions within :data:`WITHOUT_LOOP_KERNELS` (a servo node drives the plant)."""
+
+
+def _needs_loop_kernels(item: pytest.Item) -> bool:
+    return item.nodeid.startswith(WITH_LOOP_KERNELS) or not item.nodeid.startswith(WITHOUT_LOOP_KERNELS)
+
+
+def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """The ``bus`` group first (the longest stream), then the packaging tests (the longest computing one), the
     computing tests, and the ``bus-late`` group last: pytest-xdist hands out the groups in this order
-    (``--no-loadscope-reorder``)."""
+    (``--no-loadscope-reorder``). Within each, the tests without the control loop's kernels first (they need not
+    wait for the warm-up to compile them: :func:`_await_warm_up`)."""
     stream = _stream(item)
     if stream is not None:
-        return 0 if stream == "bus" else 3
-    return 1 if item.nodeid.startswith("tests/packaging/") else 2
+        return (0 if stream == "bus" else 3), _needs_loop_kernels(item)
+    return (1 if item.nodeid.startswith("tests/packaging/") else 2), _needs_loop_kernels(item)
+
+
+WARM_UP_STATUS = "SERVO_WARMUP_STATUS"
+"""Names the file where a warm-up running beside pytest puts its exit status when it ends (``make test``: written
+aside, then renamed into place)."""
+_warm = False
+
+
+def _await_warm_up(item: pytest.Item) -> None:
+    """Before the first test of this process that runs the control loop's kernels, wait for the warm-up to end (it
+    compiles them once; a test would compile its own copy meanwhile); a failed warm-up ends the run."""
+    global _warm
+    status_file = os.environ.get(WARM_UP_STATUS)
+    if _warm or not status_file or not _needs_loop_kernels(item):
+        return
+    deadline = time.monotonic() + 900.0
+    while not os.path.exists(status_file):
+        if time.monotonic() > deadline:
+            pytest.exit(f"the warm-up did not end within 900 s ({status_file} not written)", 2)
+        time.sleep(0.1)
+    with open(status_file) as f:
+        status = f.read().strip()
+    if status != "0":
+        pytest.exit(f"the warm-up failed (status {status}): the kernels are not compiled", 2)
+    _warm = True
 
 
 COMPUTE_NICE = 15
@@ -91,6 +139,7 @@ once, the scenario's processes get the cores they need (CFS weights about 1:30),
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    _await_warm_up(item)
     procs.realtime_permitted = _stream(item) == "bus"  # Only timing verdicts need real-time nodes.
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:

@@ -36,21 +36,23 @@ demo: $(STAMP)
 
 ## Lint, type-check and run the whole test suite.
 ## The warm-up (numba: both cores for its first seconds, then one), the lint and the packages' bytecode run side by
-## side; pytest starts once the lint and the bytecode are done, while the warm-up compiles its last and longest
-## part (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the others
-## wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The warm-up's output follows pytest's.
+## side; pytest starts once the bytecode is there, while the lint goes on and the warm-up compiles its last and
+## longest part (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the
+## others wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and the warm-up's
+## output follow pytest's; any of the three failing fails the target.
 test: $(PACKAGES)
 	rm -f $(VENV)/warmup.status; \
 	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; echo $$? >$(VENV)/warmup.status.new; \
 	    mv $(VENV)/warmup.status.new $(VENV)/warmup.status; } & warm=$$!; \
-	  $(PHASE) bytecode $(MAKE) --no-print-directory $(STAMP) >$(VENV)/bytecode.log 2>&1 & code=$$!; \
-	  $(PHASE) lint $(MAKE) --no-print-directory lint; lint=$$?; \
-	  wait $$code; compiled=$$?; cat $(VENV)/bytecode.log; tested=1; \
-	  if [ $$lint = 0 ] && [ $$compiled = 0 ]; then \
+	  $(PHASE) lint $(MAKE) --no-print-directory lint >$(VENV)/lint.log 2>&1 & lint=$$!; \
+	  $(PHASE) bytecode $(MAKE) --no-print-directory $(STAMP); tested=$$?; \
+	  if [ $$tested = 0 ]; then \
 	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \
 	      $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15; tested=$$?; \
 	  fi; \
-	  wait $$warm; cat $(VENV)/warmup.log; [ "$$(cat $(VENV)/warmup.status)" = 0 ] && [ $$tested = 0 ]
+	  wait $$lint; linted=$$?; wait $$warm; cat $(VENV)/lint.log $(VENV)/warmup.log; \
+	  [ $$linted = 0 ] || echo "make test: the lint failed (above)" >&2; \
+	  [ "$$(cat $(VENV)/warmup.status)" = 0 ] && [ $$linted = 0 ] && [ $$tested = 0 ]
 
 lint: $(PACKAGES)
 	$(BIN)/ruff check servo_node sim_plant sim_plant_node cyphal_common tests bench examples

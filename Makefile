@@ -35,17 +35,19 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-## The packages' bytecode, the warm-up (numba: both cores for its first seconds, then one) and the lint start side by
-## side, in that order of priority (niceness 0, 5, 10); pytest starts once the bytecode is there, while the lint goes
-## on and the warm-up compiles its last and longest part (the control loop's kernels, about 20 s on one core): the
-## tests that do not run them go first, the others wait for the warm-up's status (tests/conftest.py
-## WITHOUT_LOOP_KERNELS). The lint's and the warm-up's output follow pytest's; any of the three failing fails it.
+## The packages' bytecode (then the DSDL), the warm-up (numba: both cores for its first seconds, then one) and the
+## lint start side by side, in that order of priority (niceness 0, 5, 10). pytest starts once the bytecode and the
+## DSDL are there (each of its processes would compile the DSDL otherwise), while the lint goes on and the warm-up
+## compiles its last and longest part (the control loop's kernels, about 20 s on one core): the tests that do not run
+## them go first, the others wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and
+## the warm-up's output follow pytest's; any of the three failing fails the target.
 test: $(PACKAGES)
 	rm -f $(VENV)/warmup.status; \
 	  { $(PHASE) warm-up nice -n 5 $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; \
 	    echo $$? >$(VENV)/warmup.status.new; mv $(VENV)/warmup.status.new $(VENV)/warmup.status; } & warm=$$!; \
 	  $(PHASE) lint nice -n 10 $(MAKE) --no-print-directory lint >$(VENV)/lint.log 2>&1 & lint=$$!; \
-	  $(PHASE) bytecode $(MAKE) --no-print-directory $(STAMP); tested=$$?; \
+	  $(PHASE) bytecode+dsdl sh -c '$(MAKE) --no-print-directory $(STAMP) && $(BIN)/servo-node dsdl-env >/dev/null'; \
+	  tested=$$?; \
 	  if [ $$tested = 0 ]; then \
 	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \
 	      $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15; tested=$$?; \

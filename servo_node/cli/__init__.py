@@ -96,10 +96,15 @@ Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends 
 
 
 def _compile_otg() -> None:
-    """The OTG's kernels (a warm-up task of its own process)."""
-    from ..otg import plan
+    """The OTG's kernels, the batch API's included (``plot-otg`` and batch users): a warm-up task of its own
+    process."""
+    from ..otg import plan, plan_batch, sample_batch
 
-    plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0).at(0.5)
+    trajectory = plan(0.0, 0.0, 0.0, 1.0, 0.0, -1.0, 1.0, -1.0, 1.0, 1.0)
+    trajectory.at(0.5)
+    profiles = plan_batch(0.0, 0.0, 0.0, [1.0, 2.0], 0.0, -1.0, 1.0, -1.0, 1.0, 1.0)[0]
+    sample_batch(profiles, [0.5])
+    sample_batch(trajectory.profile[None, :], [0.5])  # read-only (a Trajectory's): numba's other signature
 
 
 def _compile_plant() -> None:

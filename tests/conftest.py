@@ -93,6 +93,7 @@ WITH_LOOP_KERNELS = ("tests/sim_plant_node/test_quick_stop.py",)
 
 
 def _needs_loop_kernels(item: pytest.Item) -> bool:
+    """True if the test runs the control loop's kernels (a servo node, in-process or started)."""
     return item.nodeid.startswith(WITH_LOOP_KERNELS) or not item.nodeid.startswith(WITHOUT_LOOP_KERNELS)
 
 

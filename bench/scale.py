@@ -14,8 +14,8 @@ For each axis count and each loop priority (standard, and ``servo.loop_priority`
 The machine's other load shows in every number: read each row with its 1-minute load average (last column). Run it in
 a network namespace of its own (the README's "Tests and benchmarks"). Usage:
 ``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2]``; ``--bare N``: pycyphal alone receiving the
-same traffic for N axes (its CPU per message; ``--in-loop``: its sockets read in the event loop instead of a thread
-per session); ``--publish N`` is the publisher.
+same traffic for N axes (its CPU per message; ``--in-loop``: its sessions read by the event loop, as the node's are,
+instead of pycyphal's thread per session); ``--publish N`` is the publisher.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
@@ -84,13 +83,16 @@ async def _bare(axes: int, seconds: float, in_loop: bool = False) -> None:
     """pycyphal's own cost per setpoint: a plain node receives the same traffic on raw input sessions (as the servo's
     intake does) and only deserialises it. Prints the CPU per message.
 
-    ``in_loop``: what reading the sockets in the event loop would cost instead (what an upstream change to pycyphal's
-    UDP input sessions would give): the same sockets (pycyphal's factory), frames (``UDPFrame.parse``), reassembly
-    (``TransferReassembler``) and deserialisation, read by ``loop.add_reader`` callbacks instead of a reader thread
-    per session that hands each frame to the loop, where ``receive`` waits on a queue through ``asyncio.wait_for``."""
+    ``in_loop``: the same sessions read by the event loop, as the node's transports read them
+    (``cyphal_common/transport/_udp_reception.py``); without it, pycyphal 1.27's own reader thread per session,
+    which hands each frame to the loop."""
     import pycyphal.application
     import zubax.telega
 
+    if in_loop:
+        from cyphal_common.transport import _udp_reception
+
+        _udp_reception.install()
     node = pycyphal.application.make_node(
         pycyphal.application.NodeInfo(name="bench.scale.bare"),
         pycyphal.application.make_registry(None, {"UAVCAN__UDP__IFACE": "127.0.0.1", "UAVCAN__NODE__ID": str(NODE)}),
@@ -110,37 +112,7 @@ async def _bare(axes: int, seconds: float, in_loop: bool = False) -> None:
             if t is not None and pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, t.fragmented_payload):
                 count[0] += 1
 
-    def read_in_loop(subject_id: int) -> Any:
-        """A socket of the subject read by the event loop: frames reassembled and deserialised in its callback."""
-        from pycyphal.transport.commons.high_overhead_transport import TransferReassembler
-        from pycyphal.transport.udp import UDPFrame, UDPTransport
-
-        spec = pycyphal.transport.MessageDataSpecifier(subject_id)
-        sock = cast(UDPTransport, transport)._sock_factory.make_input_socket(None, spec)  # pycyphal's own sockets
-        reassemblers: dict[int, TransferReassembler] = {}
-
-        def on_readable() -> None:
-            while True:
-                try:
-                    data = sock.recv(65536)
-                except BlockingIOError:
-                    return
-                frame = UDPFrame.parse(memoryview(data))
-                if frame is None or frame.data_specifier != spec or frame.source_node_id is None:
-                    continue
-                r = reassemblers.get(frame.source_node_id)
-                if r is None:
-                    r = reassemblers[frame.source_node_id] = TransferReassembler(frame.source_node_id, extent,
-                                                                                  lambda _e: None)
-                t = r.process_frame(pycyphal.transport.Timestamp.now(), frame, 2.0)
-                if t is not None and pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, t.fragmented_payload):
-                    count[0] += 1
-
-        asyncio.get_running_loop().add_reader(sock, on_readable)
-        return sock
-
-    sockets = [read_in_loop(SUBJECT0 + k) for k in range(axes)] if in_loop else []
-    tasks = [] if in_loop else [asyncio.create_task(receive(SUBJECT0 + k)) for k in range(axes)]
+    tasks = [asyncio.create_task(receive(SUBJECT0 + k)) for k in range(axes)]
     publisher = subprocess.Popen([sys.executable, __file__, "--publish", str(axes)])
     try:
         deadline = time.monotonic() + 60.0  # The publisher's start-up (imports); a silent one is an error, not a hang.
@@ -153,7 +125,7 @@ async def _bare(axes: int, seconds: float, in_loop: bool = False) -> None:
         await asyncio.sleep(seconds)
         wall = time.monotonic() - wall0
         cpu, rate = (_cpu_s() - cpu0) / wall, (count[0] - n0) / wall
-        how = "sockets read in the event loop" if in_loop else "pycyphal's input sessions"
+        how = "read by the event loop" if in_loop else "pycyphal's reader threads"
         print(f"bare pycyphal ({how}), {axes} subjects: {rate:.0f} messages/s, {cpu * 100:.1f} % CPU, "
               f"{cpu / rate * 1e6:.0f} µs CPU per message (load {os.getloadavg()[0]:.1f})")
     finally:
@@ -162,9 +134,6 @@ async def _bare(axes: int, seconds: float, in_loop: bool = False) -> None:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for sock in sockets:
-            asyncio.get_running_loop().remove_reader(sock)
-            sock.close()
         node.close()
 
 
@@ -280,7 +249,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--starts", type=int, default=2, help="launches per axis count for the start time (0: none)")
     ap.add_argument("--bare", type=int, default=0, help="only pycyphal's cost per setpoint, for this many subjects")
-    ap.add_argument("--in-loop", action="store_true", help="--bare: the sockets read in the event loop instead")
+    ap.add_argument("--in-loop", action="store_true", help="--bare: sessions read by the event loop")
     ap.add_argument("--publish", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     from cyphal_common import dsdl

@@ -15,7 +15,7 @@ from pycyphal.transport import InvalidMediaConfigurationError, Transport
 from pycyphal.transport.can import CANTransport
 from pycyphal.transport.redundant import RedundantTransport
 
-from . import _prompt_close, _reassembly_guard
+from . import _reassembly_guard, _udp_reception
 from ._udp_multicast_media import DEFAULT_GROUP, DEFAULT_PORT, UDPMulticastMedia, validate_group, validate_port
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ def make_transport(registry: Mapping[str, Any], *, reconfigurable: bool = False)
     from pycyphal.application.register import Natural16, Natural32, ValueProxy
 
     _reassembly_guard.install()  # UDP/serial reassembly bounded by the extent (see _reassembly_guard).
-    _prompt_close.install()  # UDP input sessions close at once (see _prompt_close).
+    _udp_reception.install()  # UDP input sessions read by the event loop, no thread each (see _udp_reception).
     regs = _as_registers(registry)
 
     def init(name: str, default: Any) -> ValueProxy:

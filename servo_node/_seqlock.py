@@ -15,6 +15,9 @@ from numba.extending import intrinsic
 
 from ._jit import tick_jit
 
+TRY_READS = 64
+"""Attempts of :func:`try_read_seqlocked`: a writer running on another core finishes its update within a few."""
+
 
 @intrinsic
 def _fence(typingctx: Any, ordering: Any) -> Any:
@@ -40,6 +43,24 @@ def read_seqlocked(src: np.ndarray, dst: np.ndarray) -> None:
         _fence("acquire")
         if s0 == src[0] and (int(s0) & 1) == 0:
             return
+
+
+@tick_jit
+def try_read_seqlocked(src: np.ndarray, dst: np.ndarray) -> bool:
+    """Copy a seqlocked array if the writer is not mid-update within :data:`TRY_READS` attempts; False otherwise,
+    and ``dst`` may then hold a torn copy. For a reader that must not wait for a writer (the control loop, which may
+    run at real-time priority above it: a writer preempted mid-update would be waited for until it ran again)."""
+    for _ in range(TRY_READS):
+        s0 = src[0]
+        _fence("acquire")
+        if (int(s0) & 1) != 0:
+            continue
+        for k in range(src.size):
+            dst[k] = src[k]
+        _fence("acquire")
+        if s0 == src[0]:
+            return True
+    return False
 
 
 @tick_jit

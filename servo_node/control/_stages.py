@@ -31,7 +31,7 @@ import math
 import numpy as np
 
 from .._jit import tick_jit
-from .._seqlock import begin_write, end_write, read_seqlocked
+from .._seqlock import begin_write, end_write, try_read_seqlocked
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
@@ -191,7 +191,8 @@ def plan_start(now: float, rx_t: float, A: LoopArrays) -> float:
 def take_command(now: float, A: LoopArrays) -> None:
     """Act on a new command: plan a motion (unless refused), start a stop, or disengage."""
     c, st, act, cfg, m = A.c, A.st, A.act, A.cfg, A.meas
-    read_seqlocked(A.cmd, c)
+    if not try_read_seqlocked(A.cmd, c):
+        return  # The node is writing a command: taken at the next tick.
     if c[L.C_SEQ] == st[L.ST_CMD_SEQ]:
         return
     if (c[L.C_MODE] == L.MODE_POSITION or c[L.C_MODE] == L.MODE_VELOCITY) and c[L.C_RX_T] > now:

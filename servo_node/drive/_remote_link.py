@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import tick_jit
-from .._seqlock import begin_write, end_write, read_seqlocked
+from .._seqlock import begin_write, end_write, try_read_seqlocked
 from ._base import DriveArrays
 from ._measurement import (
     M_A,
@@ -82,24 +82,25 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
     ``meas`` is laid out as :mod:`._measurement` names it.
     """
     rx = d.scratch
-    read_seqlocked(d.rx, rx)
-    meas[M_P] = rx[RX_P]
-    meas[M_V] = rx[RX_V]
-    meas[M_A] = rx[RX_A]
-    meas[M_F] = rx[RX_F]
-    last = rx[RX_T] if rx[RX_COUNT] > 0.0 else started
-    meas[M_FRESH] = 1.0 if (now - last <= feedback_timeout and rx[RX_COUNT] > 0.0) else 0.0
-    if rx[RX_COUNT] == 0.0 and now - started <= feedback_timeout:
+    if try_read_seqlocked(d.rx, rx):  # Else the node is writing the next one: the last stays this tick's.
+        meas[M_P] = rx[RX_P]
+        meas[M_V] = rx[RX_V]
+        meas[M_A] = rx[RX_A]
+        meas[M_F] = rx[RX_F]
+        meas[M_COUNT] = rx[RX_COUNT]
+        meas[M_RX_T] = rx[RX_T]
+        meas[M_STAMP] = rx[RX_STAMP]
+        meas[M_SENT_COUNT] = rx[RX_SENT_COUNT]
+        meas[M_SENT_T] = rx[RX_SENT_T]
+        meas[M_SENT_V] = rx[RX_SENT_V]
+        meas[M_SENT_F] = rx[RX_SENT_F]
+        meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
+    count = meas[M_COUNT]
+    last = meas[M_RX_T] if count > 0.0 else started
+    meas[M_FRESH] = 1.0 if (now - last <= feedback_timeout and count > 0.0) else 0.0
+    if count == 0.0 and now - started <= feedback_timeout:
         meas[M_FRESH] = -1.0  # Not heard yet, still within the grace period after start.
     meas[M_AGE] = now - last
-    meas[M_COUNT] = rx[RX_COUNT]
-    meas[M_RX_T] = rx[RX_T]
-    meas[M_STAMP] = rx[RX_STAMP]
-    meas[M_SENT_COUNT] = rx[RX_SENT_COUNT]
-    meas[M_SENT_T] = rx[RX_SENT_T]
-    meas[M_SENT_V] = rx[RX_SENT_V]
-    meas[M_SENT_F] = rx[RX_SENT_F]
-    meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
 
 
 @tick_jit

@@ -192,3 +192,43 @@ def test_a_stalled_loop_finds_its_embedded_joint_braked_by_the_watchdog(law: str
     loop.advance(3.0)
     end = loop.sample()
     assert abs(end.position - 0.5) <= 1e-3 and end.error is ErrorCode.NONE, end
+
+
+def test_a_writer_stuck_mid_update_is_not_waited_for() -> None:
+    """A command left mid-update (odd sequence number: its writer preempted while the loop, perhaps at real-time
+    priority above it, ticks): the loop neither waits for it nor takes a torn one; it ticks on with the command it
+    had and takes the new one at the first tick after the writer finishes. The same for a bus drive's feedback:
+    the last whole sample stays the measurement, and its age keeps growing, so silence is still seen."""
+    loop = make_loop()
+    loop.command(Setpoint(1.0, 0.0, LIMITS, 1000.0))
+    run_until(loop, 0.05)
+    cmd = loop.cmd
+    cmd[0] += 1.0  # begin_write of the node's next command: it never finishes while the loop ticks.
+    cmd[1:] = np.nan  # What a torn copy would hold.
+    before = loop.sample()
+    run_until(loop, 0.5)
+    s = loop.sample()
+    assert s.time_s == pytest.approx(before.time_s + 0.5)  # It ticked on, not waiting.
+    assert s.engaged and abs(s.position - 1.0) < 1e-3 and s.error is ErrorCode.NONE
+    cmd[0] -= 1.0  # The writer gives up its update (the sequence as before): nothing new to take.
+    loop.command(Setpoint(2.0, 0.0, LIMITS, 1000.0))
+    run_until(loop, 0.6)
+    assert abs(loop.sample().position - 2.0) < 1e-3
+
+    from servo_node.drive._bus import BusDrive
+    from servo_node.drive._remote_link import RX_COUNT, RX_T
+
+    class QuietDrive(BusDrive):
+        @classmethod
+        def create(cls, reg: object, node: object, port_prefix: str = "") -> QuietDrive:
+            return cls()
+
+    bus = ControlLoop(LoopConfig(deadman_timeout_s=1e9), QuietDrive(), clock="simulated")
+    bus.start()
+    rx = bus.drive.arrays.rx
+    rx[0] += 1.0  # A feedback sample mid-write from the first tick on, its count and time torn.
+    rx[RX_COUNT], rx[RX_T] = 1e9, 1e9
+    bus.command(Setpoint(1.0, 0.0, LIMITS, 10.0))
+    bus.advance(0.6)
+    s = bus.sample()
+    assert s.error is ErrorCode.DRIVE_LOST and not s.engaged  # Never a whole sample: lost after the timeout.

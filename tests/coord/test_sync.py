@@ -15,11 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from servo_node.coord import AxisMotion, Sync, SyncPlan, normalised_progress, synchronize
 from servo_node.coord._measure import progress_deviation
+from servo_node.coord._sync import COLLINEAR_RTOL
 from servo_node.otg import Trajectory, plan
 from servo_node.setpoint import ProfileLimits
 
@@ -196,16 +197,16 @@ def _move(draw: st.DrawFn, same_limits: bool) -> list[AxisMotion]:
     return axes
 
 
-def _check_phase(axes: list[AxisMotion], sp: SyncPlan) -> None:
+def _check_phase(axes: list[AxisMotion], sp: SyncPlan, rtol: float = RTOL) -> None:
     ours = _trajectories(axes, sp)
     times = np.unique(np.concatenate([_times(t) for t in ours]))
     for ax, traj, ap in zip(axes, ours, sp.axes, strict=True):
         _within_own_limits(ax, traj, times)
         if not ap.held:
-            assert abs(traj.duration / sp.duration - 1.0) <= RTOL
+            assert abs(traj.duration / sp.duration - 1.0) <= rtol
     synced = [i for i, ap in enumerate(sp.axes) if not ap.held]
     spread = _progress_spread([axes[i] for i in synced], lambda t: [ours[i].at(t)[0] for i in synced], times)
-    assert spread <= RTOL, spread
+    assert spread <= rtol, spread
 
 
 @settings(max_examples=150, deadline=None)
@@ -251,15 +252,26 @@ def _moving_start(draw: st.DrawFn) -> list[AxisMotion]:
     return axes
 
 
+def _near_rest(v0: float, v: float = 1.0, a_min: float = -2.0, a_max: float = 1.0) -> list[AxisMotion]:
+    """Two axes, one of them a few nanometres per second off rest: a start phase sync takes as on the line."""
+    return [AxisMotion(0.0, v0, 0.0, 1.0, ProfileLimits(-2.0 * v, 2.0 * v, a_min, a_max, 5.0)),
+            AxisMotion(0.0, -0.0, 0.0, 1.0, ProfileLimits(-v, 2.0 * v, a_min, a_max, 5.0))]
+
+
 @settings(max_examples=150, deadline=None)
 @given(_moving_start())
+@example(_near_rest(-2e-9))
+@example([AxisMotion(0.0, -1e-9, 0.0, 1.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 5.0)),
+          AxisMotion(0.0, -0.0, 0.0, 1.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 5.0))])
 def test_time_sync_from_motion(axes: list[AxisMotion]) -> None:
     """From starts in motion off every line phase sync is refused with a reason; the scale search makes every axis
-    last the common duration (or says it cannot), with limits no larger than its own."""
+    last the common duration (or says it cannot), with limits no larger than its own. A start taken as on the line
+    is so within :data:`COLLINEAR_RTOL` of the line's limits; the plans then agree to that order, not to 1e-9 (a
+    start 2e-9 units/s off rest made durations 1.05e-9 apart)."""
     sp = synchronize(axes, Sync.PHASE)
     if sp.used is Sync.PHASE:  # At rest, or a start that happens to lie on the line (one moving axis).
         if sp.duration > 0.0:
-            _check_phase(axes, sp)
+            _check_phase(axes, sp, RTOL + 4.0 * COLLINEAR_RTOL)
         return
     assert sp.used is Sync.TIME and "in motion" in sp.fallback, sp
     for i, (ax, ap) in enumerate(zip(axes, sp.axes, strict=True)):

@@ -140,3 +140,25 @@ def test_a_loop_detached_inside_a_batch_is_never_ticked() -> None:
     finally:
         b.close()
     assert not thread.running
+
+
+def test_the_thread_asks_for_a_short_time_slice() -> None:
+    """At standard priority the control thread asks Linux's fair scheduler for its shortest slice, so it preempts a
+    busy thread of the node at its wake-up instead of waiting for that thread's slice (EEVDF, Linux 6.12 on: the
+    kernel shows the slice in the thread's ``sched`` file; older kernels have no such line and nothing to check)."""
+    from servo_node.control._thread import SLICE_NS
+
+    loop = make_loop(1000.0)
+    loop.start()
+    try:
+        wait_ticks(loop, 10)
+        thread = loop._thread._thread  # type: ignore[union-attr]  # its ControlThread's OS thread
+        assert thread is not None and thread.native_id is not None
+        with open(f"/proc/self/task/{thread.native_id}/sched") as f:
+            lines = [line for line in f if line.startswith("se.slice")]
+        if lines:
+            assert int(lines[0].split(":")[1]) == SLICE_NS
+        with open("/proc/thread-self/sched") as f:  # This thread (the test's) keeps the kernel's default.
+            assert not any(line.startswith("se.slice") and int(line.split(":")[1]) == SLICE_NS for line in f)
+    finally:
+        loop.close()

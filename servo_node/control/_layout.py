@@ -338,7 +338,9 @@ class LoopArrays(NamedTuple):
     lead: np.ndarray
     """The mimic leader's sample and state (``LD_*``), seqlocked, written by the node."""
     lead_c: np.ndarray
-    """Scratch: this tick's consistent copy of ``lead``."""
+    """This tick's consistent copy of ``lead`` (the last one while the node is mid-update)."""
+    lead_s: np.ndarray
+    """Scratch: a copy of ``lead`` being taken."""
     mim: np.ndarray
     """Mimic state (``MI_*``)."""
 
@@ -371,6 +373,7 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
         sends=np.zeros((SENDS_N, 3)),
         lead=new_lead(),
         lead_c=new_lead(),
+        lead_s=new_lead(),
         mim=new_mim(),
     )
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._jit import tick_jit
-from .._seqlock import read_seqlocked
+from .._seqlock import try_read_seqlocked
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from . import _layout as L
 from ._layout import LoopArrays
@@ -62,8 +62,12 @@ class Relation:
 
 @tick_jit
 def take_leader(A: LoopArrays) -> None:
-    """This tick's consistent copy of the leader's sample and state (``lead_c``)."""
-    read_seqlocked(A.lead, A.lead_c)
+    """This tick's consistent copy of the leader's sample and state (``lead_c``). While the node is mid-update (its
+    writer preempted there, perhaps by this very thread at real-time priority) the last copy stays: its age grows,
+    so a leader that falls silent is still seen."""
+    if try_read_seqlocked(A.lead, A.lead_s):
+        for k in range(A.lead_s.size):
+            A.lead_c[k] = A.lead_s[k]
 
 
 @tick_jit

@@ -192,3 +192,25 @@ def test_a_lost_leader_stops_after_the_deadman_and_a_stop_then_rest() -> None:
     assert not s.engaged and abs(s.velocity) < 1e-3
     assert s.stop_took_s <= s.stop_bound_s
     assert last_rx <= s.expired_at_s  # Counted from the reception of the last sample.
+
+
+def test_a_leader_sample_stuck_mid_update_is_neither_waited_for_nor_taken_torn() -> None:
+    """The node's writer of the leader's samples stalls mid-update (odd sequence number, torn fields): the loop ticks
+    on with the last whole sample, never the torn one, and the leader's silence is seen as a lost leader after the
+    deadman, a stop to rest; once the writer finishes, the next sample is taken again."""
+    b = Bench(Relation(2.0, 0.0, 0.0))
+    b.leader_v = 1.0
+    b.follow()
+    b.run(1.0)
+    lead = b.loop.arrays.lead
+    lead[L.LD_SEQ] += 1.0  # begin_write of the next sample, which does not finish while the loop ticks
+    lead[1:] = np.inf
+    b.alive = False
+    before = b.loop.sample()
+    b.run(DEADMAN + 0.01)
+    s = b.loop.sample()
+    assert s.time_s > before.time_s + DEADMAN
+    assert s.stopping and s.expired and MimicSample.read(b.loop.out).stop_reason.startswith("lost leader")
+    b.run(s.stop_bound_s)
+    s = b.loop.sample()
+    assert not s.engaged and abs(s.velocity) < 1e-3 and np.isfinite(s.position)

@@ -13,7 +13,8 @@ import pytest
 from servo_node.control import ControlLoop, LoopConfig
 from servo_node.control._kernel import tick
 from servo_node.drive import SimDrive
-from servo_node.drive._remote_link import TX_ENABLE
+from servo_node.drive._bus import BusDrive
+from servo_node.drive._remote_link import RX_COUNT, RX_T, TX_ENABLE
 from servo_node.drive.sim._kernels import watchdog_s
 from servo_node.errors import ErrorCode
 from servo_node.setpoint import ProfileLimits, Setpoint
@@ -147,15 +148,16 @@ def test_new_target_mid_motion_keeps_the_reference_continuous() -> None:
     assert loop.sample().position == pytest.approx(-2.0, abs=1e-3)
 
 
+class SilentDrive(BusDrive):
+    """A drive on the bus whose network side never writes: only the loop's seqlocked arrays."""
+
+    @classmethod
+    def create(cls, reg: object, node: object, port_prefix: str = "") -> SilentDrive:
+        return cls()
+
+
 def test_remote_drive_silence_is_an_error() -> None:
     """A drive on the bus never heard from: nothing is commanded, and after the feedback timeout it is an error."""
-    from servo_node.drive._bus import BusDrive
-
-    class SilentDrive(BusDrive):
-        @classmethod
-        def create(cls, reg: object, node: object, port_prefix: str = "") -> SilentDrive:
-            return cls()
-
     loop = ControlLoop(LoopConfig(deadman_timeout_s=1e9), SilentDrive(), clock="simulated")
     loop.start()
     loop.command(Setpoint(1.0, 0.0, LIMITS, 10.0))
@@ -215,15 +217,7 @@ def test_a_writer_stuck_mid_update_is_not_waited_for() -> None:
     run_until(loop, 0.6)
     assert abs(loop.sample().position - 2.0) < 1e-3
 
-    from servo_node.drive._bus import BusDrive
-    from servo_node.drive._remote_link import RX_COUNT, RX_T
-
-    class QuietDrive(BusDrive):
-        @classmethod
-        def create(cls, reg: object, node: object, port_prefix: str = "") -> QuietDrive:
-            return cls()
-
-    bus = ControlLoop(LoopConfig(deadman_timeout_s=1e9), QuietDrive(), clock="simulated")
+    bus = ControlLoop(LoopConfig(deadman_timeout_s=1e9), SilentDrive(), clock="simulated")
     bus.start()
     rx = bus.drive.arrays.rx
     rx[0] += 1.0  # A feedback sample mid-write from the first tick on, its count and time torn.

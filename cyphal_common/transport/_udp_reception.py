@@ -16,6 +16,7 @@ port list, the transfers' timestamps and every session class stay pycyphal's. ``
 pycyphal closes the socket (a reused descriptor never reaches the old session). A flood is bounded: the loop reads
 at most :data:`BATCH` datagrams per wake-up, and a session whose queue holds :data:`MAX_QUEUED` unread frames drops
 further datagrams and counts them in its statistics (``drops``), where pycyphal's thread queued without a bound.
+A loop that cannot watch sockets (Windows' proactor loop) keeps pycyphal's own sessions, threads and all.
 
 The patch is written against pycyphal 1.27 (pinned); :func:`install` checks what it relies on and raises
 :class:`UDPReceptionError` if pycyphal changed underneath (``tests/transport/test_udp_reception.py`` fails the same
@@ -48,6 +49,8 @@ READ_SIZE = 0xFFFF
 """Largest datagram read (pycyphal's ``_READ_SIZE``): a Cyphal/UDP frame is at most one IP datagram."""
 
 _MARK = "_cyphal_servo_in_loop"
+_ORIGINAL_INIT = UDPInputSession.__init__
+"""pycyphal's own constructor (a reader thread), for loops that cannot watch a socket."""
 _lock = threading.Lock()
 
 
@@ -90,7 +93,12 @@ def _init(
     finalizer: Callable[[], None] | None,
     local_node_id: int | None,
 ) -> None:
-    """pycyphal's ``UDPInputSession.__init__`` with the reader thread replaced by the event loop's reader."""
+    """pycyphal's ``UDPInputSession.__init__`` with the reader thread replaced by the event loop's reader; where the
+    loop cannot watch a socket (Windows' proactor loop), pycyphal's own, with its thread."""
+    loop = asyncio.get_running_loop()
+    if not _watches_sockets(loop):
+        _ORIGINAL_INIT(self, specifier, payload_metadata, socket, finalizer, local_node_id)
+        return
     s: Any = self
     s._closed = False
     s._specifier = specifier
@@ -101,9 +109,14 @@ def _init(
     s._transfer_id_timeout = self.DEFAULT_TRANSFER_ID_TIMEOUT
     s._frame_queue = asyncio.Queue()
     s._thread = _NoReaderThread()
-    s._loop = asyncio.get_running_loop()
+    s._loop = loop
     socket.setblocking(False)
-    s._loop.add_reader(socket.fileno(), _on_readable, self)
+    loop.add_reader(socket.fileno(), _on_readable, self)
+
+
+def _watches_sockets(loop: asyncio.AbstractEventLoop) -> bool:
+    """True for a selector event loop (every POSIX loop, uvloop too); a proactor loop has no ``add_reader``."""
+    return not isinstance(loop, getattr(asyncio, "ProactorEventLoop", ()))
 
 
 def _remove_reader(loop: asyncio.AbstractEventLoop, fd: int) -> None:

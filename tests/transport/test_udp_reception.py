@@ -130,3 +130,21 @@ async def test_close_removes_the_reader_before_the_descriptor_is_reused() -> Non
     finally:
         tx.close()
         rx.close()
+
+
+async def test_a_loop_that_cannot_watch_sockets_gets_pycyphal_s_reader_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the loop has no ``add_reader`` (Windows' proactor loop; stood in for here), a session is pycyphal's
+    own, with its reader thread, and still receives and closes."""
+    monkeypatch.setattr(reception, "_watches_sockets", lambda loop: False)
+    rx, tx = _udp(NODE), _udp(PEER)
+    try:
+        session = _listen(rx, SUBJECT)
+        thread = session._thread  # type: ignore[attr-defined]
+        assert isinstance(thread, threading.Thread) and thread.is_alive()
+        await _send(tx, SUBJECT, range(1))
+        got = await session.receive(asyncio.get_running_loop().time() + 10.0)
+        assert got is not None and got.transfer_id == 0
+    finally:
+        tx.close()
+        rx.close()
+    assert not thread.is_alive()

@@ -22,7 +22,9 @@ model's clock restarts, and a stop in progress restarts from the state now measu
 **Commands** (:func:`bound_command`, after the law): velocity within the active limits, direction-relative,
 widened only as far as the reference itself goes (a stop from a measured state, an envelope brake) plus
 :data:`V_MARGIN` of the limit for the feedback, and never beyond the envelope; force within the active force
-limit and the envelope's; a non-finite command becomes zero velocity (or zero force). Counted when clipped.
+limit and the envelope's, and never more than takes the measured velocity to the envelope's within the period it is
+held (the computed-torque law's overshoot stops there); a non-finite command becomes zero velocity (or zero force).
+Counted when clipped.
 """
 
 from __future__ import annotations
@@ -199,6 +201,13 @@ def bound_command(A: LoopArrays, v_cmd: float, f_cmd: float) -> tuple[float, flo
         f = flim
     else:
         f = min(max(f, -flim), flim) if math.isfinite(f) else 0.0
+        m = A.meas
+        if m[L.M_FRESH] == 1.0 and math.isfinite(m[L.M_V]):
+            # No force that would carry the joint past the envelope's velocity within the period it is held: at
+            # most the one that ends the period on it (a computed-torque overshoot, the feedback's, is cut there).
+            j_t = cfg[L.K_INERTIA] / (cfg[L.K_DRIVE_PERIOD] if compensated(A) else cfg[L.K_PERIOD])
+            f = min(max(f, j_t * (-ev - m[L.M_V])), j_t * (ev - m[L.M_V]))
+            f = min(max(f, -flim), flim)  # The force limit last: a joint far past the envelope brakes at it.
         clipped = f != f_cmd
     if clipped:
         st[L.ST_CMD_CLIPPED] += 1.0

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cyphal_common.errors import ConfigurationError
@@ -250,11 +250,16 @@ _limit = st.one_of(st.just(0.0), st.floats(1e-40, 1e-2), st.floats(0.1, 1e3), st
         max_size=25,
     ),
 )
+@example(max_force=198.0, inertia=0.203125, friction=2.0, law="torque",
+         steps=[(25.0, 10000.0, 10000.0, 10000.0, 10002.0, 0.001, False), (28.0, 0.0, 0.0, 0.0, 0.1, 0.3, False)])
 def test_property_in_envelope_and_at_rest_after_the_last_setpoint(
     max_force: float, inertia: float, friction: float, law: str, steps: list[tuple[float, ...]]
 ) -> None:
     """Random drives and setpoint sequences (tiny/huge/zero limits, flips, stops): the measured velocity stays in
-    the envelope, and after the last setpoint the joint is at rest within deadman + stop bound, every time."""
+    the envelope, and after the last setpoint the joint is at rest within deadman + stop bound, every time. The
+    ``@example``, found by CI: the computed-torque law at the envelope's limits (jerk 38 600, 0.2 kg·m² at 198 N·m,
+    static friction) overshot the envelope's 95 rad/s to 100.5 before the command stage cut any force that would
+    carry the joint past it."""
     b = Bench.make(
         **{
             "sim.max_force": str(max_force),

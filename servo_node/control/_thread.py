@@ -219,4 +219,5 @@ def _request_short_slice() -> bool:
     except (OSError, AttributeError):
         return False
 
+
 _logger = logging.getLogger(__name__)

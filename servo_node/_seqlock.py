@@ -33,19 +33,6 @@ def _fence(typingctx: Any, ordering: Any) -> Any:
 
 
 @tick_jit
-def read_seqlocked(src: np.ndarray, dst: np.ndarray) -> None:
-    """Copy a seqlocked array consistently (retries while the writer is mid-update)."""
-    while True:
-        s0 = src[0]
-        _fence("acquire")
-        for k in range(src.size):
-            dst[k] = src[k]
-        _fence("acquire")
-        if s0 == src[0] and (int(s0) & 1) == 0:
-            return
-
-
-@tick_jit
 def try_read_seqlocked(src: np.ndarray, dst: np.ndarray) -> bool:
     """Copy a seqlocked array if the writer is not mid-update within :data:`TRY_READS` attempts; False otherwise,
     and ``dst`` may then hold a torn copy. For a reader that must not wait for a writer (the control loop, which may
@@ -61,6 +48,14 @@ def try_read_seqlocked(src: np.ndarray, dst: np.ndarray) -> bool:
         if s0 == src[0]:
             return True
     return False
+
+
+@tick_jit
+def read_seqlocked(src: np.ndarray, dst: np.ndarray) -> None:
+    """Copy a seqlocked array consistently, retrying for as long as the writer is mid-update (for a reader whose
+    writer is the control loop, which finishes within a tick)."""
+    while not try_read_seqlocked(src, dst):
+        pass
 
 
 @tick_jit

@@ -155,24 +155,24 @@ _INIT_PARAMETERS = ("self", "specifier", "payload_metadata", "socket", "finalize
 _RECEIVE_NAMES = ("_frame_queue", "_get_reassembler", "_statistics", "_transfer_id_timeout", "_local_node_id")
 
 
+def _refuse(what: str) -> UDPReceptionError:
+    """The error for a pycyphal that no longer has the shape :func:`install` relies on."""
+    return UDPReceptionError(f"{what}: cyphal_common.transport._udp_reception needs updating for this pycyphal")
+
+
 def _check_contract() -> None:
     init = UDPInputSession.__init__
     if tuple(inspect.signature(init).parameters) != _INIT_PARAMETERS:
-        raise UDPReceptionError("pycyphal's UDPInputSession.__init__ changed its parameters: "
-                                "cyphal_common.transport._udp_reception needs updating for this pycyphal")
+        raise _refuse("pycyphal's UDPInputSession.__init__ changed its parameters")
     if not {"_frame_queue", "_thread", "_socket", "_closed", "_finalizer"} <= set(init.__code__.co_names):
-        raise UDPReceptionError("pycyphal's UDP input session no longer keeps its frame queue, reader thread and "
-                                "socket as before: cyphal_common.transport._udp_reception needs updating")
+        raise _refuse("pycyphal's UDP input session no longer keeps its frame queue, reader thread and socket")
     if not set(_RECEIVE_NAMES) <= set(UDPInputSession.receive.__code__.co_names):
-        raise UDPReceptionError("pycyphal's UDPInputSession.receive no longer takes frames from its queue as before: "
-                                "cyphal_common.transport._udp_reception needs updating for this pycyphal")
+        raise _refuse("pycyphal's UDPInputSession.receive no longer takes frames from its queue as before")
     for cls in UDPInputSession.__subclasses__():
         if "close" in vars(cls) or "receive" in vars(cls) or "super" not in cls.__init__.__code__.co_names:
-            raise UDPReceptionError(f"pycyphal's {cls.__name__} no longer leaves reception to UDPInputSession: "
-                                    "cyphal_common.transport._udp_reception needs updating for this pycyphal")
+            raise _refuse(f"pycyphal's {cls.__name__} no longer leaves reception to UDPInputSession")
     if getattr(_input, "_READ_SIZE", None) != READ_SIZE:
-        raise UDPReceptionError("pycyphal's UDP datagram read size changed: "
-                                "cyphal_common.transport._udp_reception needs updating for this pycyphal")
+        raise _refuse("pycyphal's UDP datagram read size changed")
 
 
 def install() -> None:
@@ -191,8 +191,9 @@ def install() -> None:
         def close(self: UDPInputSession) -> None:
             s: Any = self
             loop: asyncio.AbstractEventLoop | None = getattr(s, "_loop", None)
-            if loop is not None and not s._closed and s._socket.fileno() >= 0:
-                _remove_reader(loop, s._socket.fileno())  # Before the socket closes: its number may be reused.
+            fd = s._socket.fileno()
+            if loop is not None and not s._closed and fd >= 0:
+                _remove_reader(loop, fd)  # Before the socket closes: its number may be reused.
             original_close(self)
 
         setattr(close, _MARK, True)

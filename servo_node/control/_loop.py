@@ -12,6 +12,8 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -119,9 +121,9 @@ class LoopConfig:
         return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + rest_ticks / self.rate_hz
 
 
-@dataclass(frozen=True)
-class LoopSample:
-    """A consistent snapshot of the loop."""
+class LoopSample(NamedTuple):
+    """A consistent snapshot of the loop (a named tuple: the node takes one per axis every supervision pass, and a
+    tuple is made in a fraction of a frozen dataclass's time)."""
 
     time_s: float
     ref_position: float
@@ -326,45 +328,15 @@ class ControlLoop:
         buf = np.empty(L.N_OUT)
         read_seqlocked(self.out, buf)
         o = buf.tolist()  # Python floats: one conversion, then plain indexing (the node samples every axis often).
-        return LoopSample(
-            time_s=o[L.O_TIME],
-            ref_position=o[L.O_PREF],
-            ref_velocity=o[L.O_VREF],
-            ref_acceleration=o[L.O_AREF],
-            position=o[L.O_P],
-            velocity=o[L.O_V],
-            acceleration=o[L.O_A],
-            force=o[L.O_F],
-            plan_status=int(o[L.O_PLAN_STATUS]),
-            repaired=bool(o[L.O_REPAIRED]),
-            plan_duration=o[L.O_DURATION],
-            plan_start_s=o[L.O_PLAN_T0],
-            error=_error_code(o[L.O_ERROR]),
-            error_count=int(o[L.O_ERROR_COUNT]),
-            ticks=int(o[L.O_TICKS]),
-            engaged=bool(o[L.O_ENGAGED]),
-            mode=o[L.O_MODE],
-            demand_factor=o[L.O_DEMAND] if math.isfinite(o[L.O_DEMAND]) else 0.0,
-            command_seq=int(o[L.O_CMD_SEQ]),
-            tracking_error_max=o[L.O_TRACK_MAX],
-            settled_after_s=o[L.O_SETTLED],
-            stop_planned_s=o[L.O_STOP_PLANNED],
-            stop_took_s=o[L.O_STOP_TOOK],
-            stop_bound_s=o[L.O_STOP_BOUND],
-            expired=bool(o[L.O_EXPIRED]),
-            expired_after_s=o[L.O_EXPIRED_AFTER],
-            expired_at_s=o[L.O_EXPIRED_AT],
-            limited=bool(o[L.O_LIMITED]),
-            overshoot=o[L.O_OVERSHOOT],
-            measured_at_s=o[L.O_MEAS_T],
-            predicted_position=o[L.O_PRED_P],
-            effect_at_s=o[L.O_EFFECT_T],
-            feedback_faults=int(o[L.O_FB_FAULTS]),
-            feedback_distrusted=int(o[L.O_FB_BAD]),
-            feedback_last=int(o[L.O_FB_LAST]),
-            commands_clipped=int(o[L.O_CMD_CLIPPED]),
-            measured=o[L.O_MEASURED] == 1.0,
-        )
+        for k in _INT_OUTPUTS:
+            o[k] = int(o[k])
+        for k in _BOOL_OUTPUTS:
+            o[k] = o[k] != 0.0
+        o[L.O_ERROR] = _error_code(o[L.O_ERROR])
+        o[L.O_MEASURED] = o[L.O_MEASURED] == 1.0
+        if not math.isfinite(o[L.O_DEMAND]):
+            o[L.O_DEMAND] = 0.0
+        return LoopSample._make(_SAMPLE_OUTPUTS(o))
 
     def link_stats(self) -> LinkStats | None:
         """The bus drive's link as the loop measures it (None for the embedded joint or before any measurement).
@@ -397,6 +369,24 @@ class ControlLoop:
         return self._thread.period_errors() if self._thread is not None else np.zeros(0)
 
 
+_OUTPUT_OF_FIELD = {
+    "time_s": L.O_TIME, "ref_position": L.O_PREF, "ref_velocity": L.O_VREF, "ref_acceleration": L.O_AREF,
+    "position": L.O_P, "velocity": L.O_V, "acceleration": L.O_A, "force": L.O_F, "plan_status": L.O_PLAN_STATUS,
+    "repaired": L.O_REPAIRED, "plan_duration": L.O_DURATION, "plan_start_s": L.O_PLAN_T0, "error": L.O_ERROR,
+    "error_count": L.O_ERROR_COUNT, "ticks": L.O_TICKS, "engaged": L.O_ENGAGED, "mode": L.O_MODE,
+    "demand_factor": L.O_DEMAND, "command_seq": L.O_CMD_SEQ, "tracking_error_max": L.O_TRACK_MAX,
+    "settled_after_s": L.O_SETTLED, "stop_planned_s": L.O_STOP_PLANNED, "stop_took_s": L.O_STOP_TOOK,
+    "stop_bound_s": L.O_STOP_BOUND, "expired": L.O_EXPIRED, "expired_after_s": L.O_EXPIRED_AFTER,
+    "expired_at_s": L.O_EXPIRED_AT, "limited": L.O_LIMITED, "overshoot": L.O_OVERSHOOT, "measured_at_s": L.O_MEAS_T,
+    "predicted_position": L.O_PRED_P, "effect_at_s": L.O_EFFECT_T, "feedback_faults": L.O_FB_FAULTS,
+    "feedback_distrusted": L.O_FB_BAD, "feedback_last": L.O_FB_LAST, "commands_clipped": L.O_CMD_CLIPPED,
+    "measured": L.O_MEASURED,
+}
+"""Where each field of :class:`LoopSample` is in the loop's outputs (``L.O_*``)."""
+_SAMPLE_OUTPUTS = itemgetter(*(_OUTPUT_OF_FIELD[name] for name in LoopSample._fields))
+_INT_OUTPUTS = (L.O_PLAN_STATUS, L.O_ERROR_COUNT, L.O_TICKS, L.O_CMD_SEQ, L.O_FB_FAULTS, L.O_FB_BAD, L.O_FB_LAST,
+                L.O_CMD_CLIPPED)
+_BOOL_OUTPUTS = (L.O_REPAIRED, L.O_ENGAGED, L.O_EXPIRED, L.O_LIMITED)
 _ERROR_CODES = {float(c.value): c for c in ErrorCode}
 
 

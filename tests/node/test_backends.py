@@ -3,6 +3,8 @@ drive stops publishing."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from servo_node import drive
@@ -69,3 +71,56 @@ async def test_a_closed_udral_drive_stops_publishing_even_when_its_cancellation_
         assert task.done() and send.sent_since(0.15) == 0, len(send.sent)
     finally:
         node.close()
+
+
+async def test_a_udral_drive_sends_readiness_when_it_changes_then_every_tenth_of_a_second() -> None:
+    """Readiness goes out before the first setpoint that needs it and at once when the loop lets go; unchanged, only
+    every ``READINESS_PERIOD_S`` (UDRAL's drives time out after 1 s), not with every setpoint."""
+    import asyncio
+    import time
+
+    import pycyphal.application
+
+    from servo_node.drive import _remote_link as link
+    from servo_node.drive.udral import UdralDrive
+    from servo_node.drive.udral._drive import READINESS_PERIOD_S
+
+    env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
+           "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
+           "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "103"}
+    node = pycyphal.application.make_node(pycyphal.application.NodeInfo(name="test.udral_readiness"),
+                                          pycyphal.application.make_registry(None, env))
+    node.start()
+    sent: list[tuple[str, int, float]] = []  # (what, readiness value or 0, time.monotonic)
+    try:
+        drive = UdralDrive(node, "rotational", 200.0)
+        for what, pub in (("readiness", drive._pub_readiness), ("setpoint", drive._pub_setpoint)):
+            async def record(msg: object, what: str = what, publish: object = pub.publish) -> bool:
+                sent.append((what, int(getattr(msg, "value", 0)), time.monotonic()))
+                return bool(await publish(msg))  # type: ignore[operator]
+
+            pub.publish = record  # type: ignore[method-assign]
+        drive.start()
+        await asyncio.sleep(0.15)
+        drive.arrays.tx[link.TX_V], drive.arrays.tx[link.TX_F] = 0.5, 1.0
+        drive.arrays.tx[link.TX_ENABLE] = 1.0  # As the loop commands it (one thread here: nothing torn).
+        await asyncio.sleep(0.35)
+        drive.arrays.tx[link.TX_ENABLE] = 0.0
+        await asyncio.sleep(0.15)
+        drive.close()
+    finally:
+        node.close()
+    standby, engaged = 2, 3
+    readiness = [(value, t) for what, value, t in sent if what == "readiness"]
+    values = [value for value, _ in readiness]
+    changes = [values[0]] + [b for a, b in itertools.pairwise(values) if a != b]
+    assert changes == [standby, engaged, standby], values
+    first_setpoint = next(k for k, (what, _, _) in enumerate(sent) if what == "setpoint")
+    assert sent[first_setpoint - 1][:2] == ("readiness", engaged)  # ENGAGED first, then the setpoint.
+    last_engaged = max(k for k, (what, value, _) in enumerate(sent) if what == "readiness" and value == engaged)
+    let_go = next(k for k, (what, value, _) in enumerate(sent) if k > last_engaged and what == "readiness")
+    assert all(what == "readiness" for what, _, _ in sent[let_go:])  # STANDBY at once, no setpoint after it.
+    for (a, ta), (b, tb) in itertools.pairwise(readiness):
+        assert a != b or tb - ta >= READINESS_PERIOD_S, (ta, tb)  # Unchanged: not sooner than the period.
+    setpoints = sum(1 for what, _, _ in sent if what == "setpoint")
+    assert setpoints > 2 * sum(1 for value in values if value == engaged), (setpoints, values)

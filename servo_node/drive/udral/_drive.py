@@ -3,7 +3,8 @@
 Out: ``drive_setpoint`` (``reg.udral.physics.dynamics.rotation.Planar.0.1`` or ``translation.Linear.0.1``) at
 ``servo.drive.rate``: in velocity mode the velocity is commanded, the torque/force field carries the limit, the
 other kinematic fields are NaN; in torque mode only the torque/force is set. ``drive_readiness``
-(``reg.udral.service.common.Readiness.0.1``): ENGAGED while the loop commands the drive, else STANDBY.
+(``reg.udral.service.common.Readiness.0.1``): ENGAGED while the loop commands the drive, else STANDBY; sent when it
+changes (before that period's setpoint) and otherwise every :data:`READINESS_PERIOD_S`.
 In: ``drive_dynamics`` (``…PlanarTs.0.1``/``…LinearTs.0.1``), the measured state; ``drive_feedback``
 (``reg.udral.service.actuator.common.Feedback.0.1``), the drive's own readiness and health.
 A silence of ``drive_dynamics`` longer than ``servo.drive.feedback_timeout`` is an error the loop acts on.
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
     from cyphal_common.registers import RegisterReader
 
 DRIVE_ANY = 0xFFFF
+READINESS_PERIOD_S = 0.1
+"""An unchanged readiness is sent again after this long: a tenth of UDRAL's ``CONTROL_TIMEOUT`` (1 s, after which a
+drive goes to STANDBY on its own), so nine lost in a row are harmless. Sent every drive period (up to 1 kHz), it
+doubled the messages on the bus, and the CPU both ends spend on them, for nothing."""
 """``servo.drive.node_id`` that pins no node in advance: the first drive that answers is pinned."""
 
 SOURCES_MAX = 64
@@ -189,11 +194,15 @@ class UdralDrive(BusDrive):
         snapshot = np.empty(link.N_TX)
         next_at = time.monotonic()
         ready_t = self._readiness
+        sent_enabled: bool | None = None
+        readiness_due = next_at
         try:
             while self._task is asyncio.current_task():
                 read_seqlocked(self.arrays.tx, snapshot)
-                enabled = snapshot[link.TX_ENABLE] != 0.0
-                await self._pub_readiness.publish(ready_t(ready_t.ENGAGED if enabled else ready_t.STANDBY))
+                enabled = bool(snapshot[link.TX_ENABLE] != 0.0)
+                if enabled != sent_enabled or time.monotonic() >= readiness_due:
+                    await self._pub_readiness.publish(ready_t(ready_t.ENGAGED if enabled else ready_t.STANDBY))
+                    sent_enabled, readiness_due = enabled, time.monotonic() + READINESS_PERIOD_S
                 next_at += self._period_s
                 if enabled:
                     v, f = snapshot[link.TX_V], snapshot[link.TX_F]

@@ -15,7 +15,7 @@ from pycyphal.transport import InvalidMediaConfigurationError, Transport
 from pycyphal.transport.can import CANTransport
 from pycyphal.transport.redundant import RedundantTransport
 
-from . import _reassembly_guard, _udp_reception
+from . import _reassembly_guard, _udp_emission, _udp_reception
 from ._udp_multicast_media import DEFAULT_GROUP, DEFAULT_PORT, UDPMulticastMedia, validate_group, validate_port
 
 if TYPE_CHECKING:
@@ -111,6 +111,7 @@ def make_transport(registry: Mapping[str, Any], *, reconfigurable: bool = False)
 
     _reassembly_guard.install()  # UDP/serial reassembly bounded by the extent (see _reassembly_guard).
     _udp_reception.install()  # UDP input sessions read by the event loop, no thread each (see _udp_reception).
+    _udp_emission.install()  # UDP frames sent straight from the socket, no task each (see _udp_emission).
     regs = _as_registers(registry)
 
     def init(name: str, default: Any) -> ValueProxy:

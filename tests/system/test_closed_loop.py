@@ -185,7 +185,7 @@ def test_servo_with_sim_plant_drive(bus: str, tmp_path: Path) -> None:
             # A joint whose state is unknown is never let go: the servo keeps commanding zero velocity.
             assert motion(env)["engaged"]
             # The heartbeat tells the whole network: health WARNING.
-            beats = y("--json", "sub", "-N", "4", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
+            beats = y("--json", "sub", "-N", "2", "--with-metadata", "7509:uavcan.node.heartbeat", env=env)
             health = [
                 b["7509"]["health"]["value"]
                 for b in map(json.loads, beats.splitlines())

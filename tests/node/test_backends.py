@@ -4,6 +4,7 @@ drive stops publishing."""
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,9 @@ from servo_node.drive import BACKENDS, BackendUnavailableError, backend, require
 from servo_node.drive._base import DRIVE_REMOTE, DRIVE_SIM
 from servo_node.node import ServoNode
 from servo_node.registers import SPECS
+
+if TYPE_CHECKING:
+    import pycyphal.application
 
 
 def test_every_backend_loads_and_declares_itself() -> None:
@@ -42,23 +46,29 @@ async def test_node_with_an_unavailable_backend_reports_it(monkeypatch: pytest.M
         assert "no_such_module" in servo["reason"]
 
 
+def _loopback_node_with_drive_ports(name: str) -> pycyphal.application.Node:
+    """A started node on the loopback transport with a UDRAL drive's four ports configured."""
+    import pycyphal.application
+
+    env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
+           "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
+           "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "103"}
+    node = pycyphal.application.make_node(pycyphal.application.NodeInfo(name=name),
+                                          pycyphal.application.make_registry(None, env))
+    node.start()
+    return node
+
+
 async def test_a_closed_udral_drive_stops_publishing_even_when_its_cancellation_is_lost() -> None:
     """On Python 3.11 ``asyncio.wait_for`` inside a send swallows a cancellation that meets the send's completion;
     the drive's publisher must still stop once closed (the drive's own control timeout is the safety behind it, not
     a command stream that outlives the axis). The send here swallows every cancellation."""
     import asyncio
 
-    import pycyphal.application
-
     from servo_node.drive.udral import UdralDrive
     from tests.lost_cancellation import LostCancellation
 
-    env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
-           "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
-           "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "103"}
-    node = pycyphal.application.make_node(pycyphal.application.NodeInfo(name="test.udral_close"),
-                                          pycyphal.application.make_registry(None, env))
-    node.start()
+    node = _loopback_node_with_drive_ports("test.udral_close")
     try:
         drive = UdralDrive(node, "rotational", 100.0)
         send = LostCancellation(drive._pub_readiness.publish)
@@ -79,18 +89,11 @@ async def test_a_udral_drive_sends_readiness_when_it_changes_then_every_tenth_of
     import asyncio
     import time
 
-    import pycyphal.application
-
     from servo_node.drive import _remote_link as link
     from servo_node.drive.udral import UdralDrive
     from servo_node.drive.udral._drive import READINESS_PERIOD_S
 
-    env = {"UAVCAN__LOOPBACK": "1", "UAVCAN__NODE__ID": "5", "UAVCAN__PUB__DRIVE_SETPOINT__ID": "100",
-           "UAVCAN__PUB__DRIVE_READINESS__ID": "101", "UAVCAN__SUB__DRIVE_DYNAMICS__ID": "102",
-           "UAVCAN__SUB__DRIVE_FEEDBACK__ID": "103"}
-    node = pycyphal.application.make_node(pycyphal.application.NodeInfo(name="test.udral_readiness"),
-                                          pycyphal.application.make_registry(None, env))
-    node.start()
+    node = _loopback_node_with_drive_ports("test.udral_readiness")
     sent: list[tuple[str, int, float]] = []  # (what, readiness value or 0, time.monotonic)
     try:
         drive = UdralDrive(node, "rotational", 200.0)

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pycyphal.transport import Transport
 
 RECEIVE_TIMEOUT = 30.0
 """Generous deadline for any reception we expect to happen (loaded 2-core machines are slow, never flaky)."""
@@ -68,6 +72,15 @@ def dsdl_env() -> DsdlEnv:
     if str(output) not in sys.path:
         sys.path.insert(0, str(output))
     return DsdlEnv(source, output)
+
+
+def udp_transport(node_id: int) -> Transport:
+    """Our Cyphal/UDP transport on 127.0.0.1 (``make_transport``: the reception and emission patches installed)."""
+    from cyphal_common.transport import make_transport
+
+    transport = make_transport({"uavcan.node.id": node_id, "uavcan.udp.iface": "127.0.0.1"})
+    assert transport is not None
+    return transport
 
 
 def clean_env(**extra: str) -> dict[str, str]:

@@ -23,16 +23,11 @@ from pycyphal.transport import (
 )
 
 from cyphal_common.transport import _udp_emission as emission
-from cyphal_common.transport import make_transport
+
+from .conftest import udp_transport
 
 NODE, PEER, SUBJECT = 3921, 3922, 3960
 """Uncommon IDs (each pytest worker also has a network of its own)."""
-
-
-def _udp(node_id: int) -> Transport:
-    transport = make_transport({"uavcan.node.id": node_id, "uavcan.udp.iface": "127.0.0.1"})
-    assert transport is not None
-    return transport
 
 
 def _sessions(rx: Transport, tx: Transport) -> tuple[pycyphal.transport.InputSession, OutputSession]:
@@ -66,7 +61,7 @@ def test_pinned_pycyphal_contract() -> None:
 async def test_single_and_multi_frame_transfers_arrive_whole_without_a_task_per_frame() -> None:
     """Ten small transfers and one of four frames arrive whole and in order, counted frame by frame as pycyphal
     counts them, and sending them made no task."""
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     loop = asyncio.get_running_loop()
     made: list[Any] = []
     loop.set_task_factory(lambda lp, coro, **kw: made.append(coro) or asyncio.Task(coro, loop=lp, **kw))
@@ -105,7 +100,7 @@ class _BusyOnce(socket.socket):
 
 async def test_a_socket_that_would_block_is_waited_for_by_the_loop_and_sends_once() -> None:
     """A full send buffer: pycyphal's way (the loop waits until the socket is writable), the frame sent once."""
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         inp, out = _sessions(rx, tx)
         s: Any = out
@@ -124,7 +119,7 @@ async def test_a_socket_that_would_block_is_waited_for_by_the_loop_and_sends_onc
 
 
 async def test_a_deadline_already_past_is_dropped_and_counted_as_pycyphal_does() -> None:
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         inp, out = _sessions(rx, tx)
         assert not await _send(out, 1, b"too late", deadline_s=-0.01)

@@ -21,16 +21,11 @@ from pycyphal.transport import (
 )
 
 from cyphal_common.transport import _udp_reception as reception
-from cyphal_common.transport import make_transport
+
+from .conftest import udp_transport
 
 NODE, PEER, SUBJECT = 3911, 3912, 3950
 """Uncommon IDs (each pytest worker also has a network of its own)."""
-
-
-def _udp(node_id: int) -> Transport:
-    transport = make_transport({"uavcan.node.id": node_id, "uavcan.udp.iface": "127.0.0.1"})
-    assert transport is not None
-    return transport
 
 
 def _listen(transport: Transport, subject: int, source: int | None = None) -> pycyphal.transport.InputSession:
@@ -64,7 +59,7 @@ async def test_transfers_arrive_in_order_with_no_thread_per_session() -> None:
     """Twelve sessions add no thread; three transfers from a peer arrive in order, stamped at their reception, in a
     promiscuous and in a selective session alike."""
     threads = threading.active_count()
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         idle = [_listen(rx, SUBJECT + 1 + k) for k in range(12)]
         promiscuous, selective = _listen(rx, SUBJECT), _listen(rx, SUBJECT, PEER)
@@ -86,7 +81,7 @@ async def test_transfers_arrive_in_order_with_no_thread_per_session() -> None:
 async def test_a_flood_is_bounded_and_counted() -> None:
     """More datagrams than a session keeps, none received meanwhile: it keeps :data:`MAX_QUEUED` frames, counts
     the rest as drops, and still delivers the kept ones in order."""
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         session = _listen(rx, SUBJECT)
         sent = reception.MAX_QUEUED + 200
@@ -108,7 +103,7 @@ async def test_a_flood_is_bounded_and_counted() -> None:
 async def test_close_removes_the_reader_before_the_descriptor_is_reused() -> None:
     """A closed session's socket number, reused at once by the next session, is read for the new one only; a
     transport closed from another thread closes its sessions there too, at once."""
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         old = _listen(rx, SUBJECT)
         fd = old._socket.fileno()  # type: ignore[attr-defined]
@@ -137,7 +132,7 @@ async def test_a_loop_that_cannot_watch_sockets_gets_pycyphal_s_reader_thread(mo
     """Where the loop has no ``add_reader`` (Windows' proactor loop; stood in for here), a session is pycyphal's
     own, with its reader thread, and still receives and closes."""
     monkeypatch.setattr(reception, "_watches_sockets", lambda loop: False)
-    rx, tx = _udp(NODE), _udp(PEER)
+    rx, tx = udp_transport(NODE), udp_transport(PEER)
     try:
         session = _listen(rx, SUBJECT)
         thread = session._thread  # type: ignore[attr-defined]

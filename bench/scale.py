@@ -13,7 +13,9 @@ For each axis count and each loop priority (standard, and ``servo.loop_priority`
 
 The machine's other load shows in every number: read each row with its 1-minute load average (last column). Run it in
 a network namespace of its own (the README's "Tests and benchmarks"). Usage:
-``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2]``; ``--bare N``: pycyphal alone receiving the
+``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2] [--windows 1]`` (``--windows K``: the
+100 Hz CPU is the median of K windows in a row, their range printed last: single windows of 8 axes swing by a
+quarter); ``--bare N``: pycyphal alone receiving the
 same traffic for N axes (its CPU per message; ``--in-loop``: its sessions read by the event loop, as the node's are,
 instead of pycyphal's thread per session); ``--publish N`` is the publisher.
 """
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +145,7 @@ def _cpu_s() -> float:
     return t.user + t.system
 
 
-async def _run_case(axes: int, priority: int, seconds: float) -> dict[str, float]:
+async def _run_case(axes: int, priority: int, seconds: float, windows: int = 1) -> dict[str, Any]:
     from servo_node.node import ServoNode
 
     servo = ServoNode(None, _env(axes, priority))
@@ -167,17 +170,21 @@ async def _run_case(axes: int, priority: int, seconds: float) -> dict[str, float
         accepted0 = sum(a.counters.setpoints_accepted for a in servo.axes)
         ticks0 = [a.loop.sample().ticks for a in servo.axes]
         skip = int(thread.timing[-1])
-        cpu0, wall0 = _cpu_s(), time.monotonic()
-        await asyncio.sleep(seconds)
+        wall0 = time.monotonic()
+        busy_windows = []
+        for _ in range(windows):  # The node's CPU per window; the rest over all of them.
+            cpu0, at0 = _cpu_s(), time.monotonic()
+            await asyncio.sleep(seconds)
+            busy_windows.append((_cpu_s() - cpu0) / (time.monotonic() - at0) * 100)
         wall = time.monotonic() - wall0
-        busy = (_cpu_s() - cpu0) / wall * 100
         ticked = [a.loop.sample().ticks - t for a, t in zip(servo.axes, ticks0, strict=True)]
         n = int(thread.timing[-1]) - skip
         lateness = thread.period_errors()[-n:] * 1e6
         accepted = sum(a.counters.setpoints_accepted for a in servo.axes) - accepted0
         return {
             "idle": idle,
-            "busy": busy,
+            "busy": float(np.median(busy_windows)),
+            "busy_range": (min(busy_windows), max(busy_windows)),
             "p50": float(np.percentile(lateness, 50)),
             "p99": float(np.percentile(lateness, 99)),
             "max": float(lateness.max()),
@@ -228,19 +235,22 @@ async def _start_time(axes: int, starts: int) -> float:
     return best
 
 
-async def _main(axis_counts: list[int], seconds: float, starts: int) -> None:
+async def _main(axis_counts: list[int], seconds: float, starts: int, windows: int) -> None:
     load = os.getloadavg()
-    print(f"cyphal-servo, many axes per node ({os.cpu_count()} cores, load {load[0]:.1f}; {seconds:g} s windows; "
+    each = f"; 100 Hz %: the median of {windows} windows, their range last" if windows > 1 else ""
+    print(f"cyphal-servo, many axes per node ({os.cpu_count()} cores, load {load[0]:.1f}; {seconds:g} s windows{each}; "
           f"1 kHz loops; embedded joints; UDP loopback)")
     print(f"{'axes':>4} {'prio':>4} {'start s':>7} {'idle %':>7} {'/axis':>6} {'100Hz %':>8} {'/axis':>6} "
           f"{'rx Hz':>6} {'late p50 µs':>11} {'p99 µs':>8} {'max µs':>8} {'lost':>6} {'load':>5}")
     for axes in axis_counts:
         start = await _start_time(axes, starts) if starts > 0 else math.nan
         for priority in (0, 50):
-            r = await _run_case(axes, priority, seconds)
+            r = await _run_case(axes, priority, seconds, windows)
+            low, high = r["busy_range"]
+            spread = f"  {low:.1f}–{high:.1f}" if windows > 1 else ""
             print(f"{axes:>4} {priority or 'std':>4} {start:>7.2f} {r['idle']:>7.1f} {r['idle'] / axes:>6.2f} "
                   f"{r['busy']:>8.1f} {r['busy'] / axes:>6.2f} {r['rx_hz']:>6.0f} {r['p50']:>11.0f} "
-                  f"{r['p99']:>8.0f} {r['max']:>8.0f} {r['lost']:>6.0f} {r['load']:>5.1f}", flush=True)
+                  f"{r['p99']:>8.0f} {r['max']:>8.0f} {r['lost']:>6.0f} {r['load']:>5.1f}{spread}", flush=True)
 
 
 def main() -> None:
@@ -248,6 +258,8 @@ def main() -> None:
     ap.add_argument("--axes", type=int, nargs="+", default=[1, 8, 16, 32, 48])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--starts", type=int, default=2, help="launches per axis count for the start time (0: none)")
+    ap.add_argument("--windows", type=int, default=1,
+                    help="100 Hz: this many windows in a row, the CPU their median (one swings by a quarter)")
     ap.add_argument("--bare", type=int, default=0, help="only pycyphal's cost per setpoint, for this many subjects")
     ap.add_argument("--in-loop", action="store_true", help="--bare: sessions read by the event loop")
     ap.add_argument("--publish", type=int, default=0, help=argparse.SUPPRESS)
@@ -262,7 +274,7 @@ def main() -> None:
 
     invalidate_if_sources_changed()  # Before any kernel module loads its numba cache.
     dsdl.ensure_compiled()
-    asyncio.run(_main(args.axes, args.seconds, args.starts))
+    asyncio.run(_main(args.axes, args.seconds, args.starts, args.windows))
 
 
 if __name__ == "__main__":

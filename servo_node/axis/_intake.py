@@ -20,7 +20,16 @@ from pycyphal.transport.can import CANTransport
 
 from ..diagnostics import Diagnostics
 from ..registers import AxisRegisters
-from ..setpoint import Floors, ProfileLimits, Rejected, Setpoint, interpret, payload_rejection
+from ..setpoint import (
+    Floors,
+    ProfileLimits,
+    Rejected,
+    ServoCommandFields,
+    Setpoint,
+    interpret,
+    payload_rejection,
+    servo_command_fields,
+)
 from ._counters import AxisCounters
 
 
@@ -52,13 +61,12 @@ class SetpointIntake:
         self.fault = ""
         """Non-empty: the axis cannot actuate (its configuration); every setpoint is refused with this reason."""
 
-    def accept(
-        self, msg: zubax.telega.ServoCommand_1_0, received_at_s: float, source: int | None = None
-    ) -> Received | None:
-        """The setpoint in ``msg``, or None if it is rejected (counted; reported when the reason changes)."""
-        kin = msg.target.kinematics
-        return self.accept_fields(kin.position, kin.velocity, msg.target.force, msg.profile_velocity_reverse_forward,
-                                  msg.profile_deceleration_acceleration, msg.profile_jerk, received_at_s, source)
+    def accept(self, fields: ServoCommandFields, received_at_s: float, source: int | None = None) -> Received | None:
+        """The setpoint in a ServoCommand's ``fields``, or None if it is rejected (counted; reported when the reason
+        changes)."""
+        position, velocity, force, velocity_pair, acceleration_pair, jerk = fields
+        return self.accept_fields(position, velocity, force, velocity_pair, acceleration_pair, jerk, received_at_s,
+                                  source)
 
     def accept_fields(
         self, position: float, velocity: float, force: float, velocity_reverse_forward: Sequence[float],
@@ -162,15 +170,11 @@ class SetpointPort:
         self._session.close()
 
 
-def decode_setpoint(
-    transfer: pycyphal.transport.TransferFrom, zero_padded: bool
-) -> zubax.telega.ServoCommand_1_0 | str:
-    """The ServoCommand in a raw transfer, or why it is none (a wrong size, or undecodable)."""
-    reason = payload_rejection(b"".join(transfer.fragmented_payload), zero_padded)
-    if reason is not None:
-        return reason
-    msg = pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, transfer.fragmented_payload)
-    return msg if msg is not None else "payload does not decode as a ServoCommand"
+def decode_setpoint(transfer: pycyphal.transport.TransferFrom, zero_padded: bool) -> ServoCommandFields | str:
+    """The ServoCommand's fields in a raw transfer, or why it has none (a size no ServoCommand prefix has)."""
+    payload = b"".join(transfer.fragmented_payload)
+    reason = payload_rejection(payload, zero_padded)
+    return reason if reason is not None else servo_command_fields(payload)
 
 
 def _pads_with_zeros(transport: pycyphal.transport.Transport) -> bool:

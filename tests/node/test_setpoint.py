@@ -1,10 +1,22 @@
 """Setpoint semantics of the Telega servo command: defaults, velocity mode, rejection of bad values."""
 
 import math
+import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from servo_node.setpoint import ProfileLimits, Rejected, Rejection, Setpoint, interpret
+from servo_node.setpoint import (
+    SERVO_COMMAND_EXTENT,
+    SERVO_COMMAND_PREFIXES,
+    ProfileLimits,
+    Rejected,
+    Rejection,
+    Setpoint,
+    interpret,
+    servo_command_fields,
+)
 
 DEFAULTS = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
 FORCE = 100.0
@@ -109,3 +121,26 @@ def test_payload_sizes_that_are_setpoints() -> None:
     assert payload_rejection(padded, zero_padded=True) is None
     assert payload_rejection(padded, zero_padded=False)
     assert payload_rejection(b"\x01" * 20 + b"\x00\x01\x00", zero_padded=True)  # Not only zeros after the prefix.
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), min_size=8, max_size=8),
+       size=st.sampled_from((*SERVO_COMMAND_PREFIXES, 33, 48, SERVO_COMMAND_EXTENT)),
+       tail=st.binary(min_size=SERVO_COMMAND_EXTENT - 32, max_size=SERVO_COMMAND_EXTENT - 32))
+def test_the_fixed_layout_decoder_reads_what_the_dsdl_deserializer_reads(words: list[int], size: int,
+                                                                         tail: bytes) -> None:
+    """Any bit patterns (NaNs, infinities, subnormals, −0), every prefix size and longer payloads (a newer minor
+    version): :func:`servo_command_fields` gives the generated deserializer's values."""
+    import pycyphal.dsdl
+    import zubax.telega
+
+    payload = (struct.pack("<8I", *words) + tail)[:size]
+    ours = servo_command_fields(payload)
+    msg = pycyphal.dsdl.deserialize(zubax.telega.ServoCommand_1_0, [memoryview(payload)])
+    assert msg is not None
+    kin = msg.target.kinematics
+    theirs = (kin.position, kin.velocity, msg.target.force, *msg.profile_velocity_reverse_forward,
+              *msg.profile_deceleration_acceleration, msg.profile_jerk)
+    flat = (*ours[:3], *ours[3], *ours[4], ours[5])
+    for a, b in zip(flat, map(float, theirs), strict=True):
+        assert (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1.0, a) == math.copysign(1.0, b))

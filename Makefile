@@ -5,12 +5,12 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PACKAGES := $(VENV)/.packages
 PHASE  := bash .ci/phase
-# pytest-xdist workers: 3 on 2 cores (measured: 443-464 s against 509 s with 2), one of them running the timing
-# scenarios one at a time (tests/conftest.py BUS_SCENARIOS), one the packaging tests, and both then the tests that
-# only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in the collection's order,
+# pytest-xdist workers: 4 on 2 cores, one of them running the timing scenarios one at a time (tests/conftest.py
+# BUS_SCENARIOS), one those that mostly wait (LIGHT_BUS_SCENARIOS), one the packaging tests, and all then the tests
+# that only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in the collection's order,
 # hence --no-loadscope-reorder); each worker runs on a network namespace of its own (tests/isolation.py), which
 # needs root: serial otherwise.
-WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 3 || echo 0)
+WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 4 || echo 0)
 
 .PHONY: demo test lint bench clean dsdl-env hanoi install packages
 

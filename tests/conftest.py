@@ -18,9 +18,7 @@ from tests import isolation, procs
 BUS_SCENARIOS = (
     "tests/system/",
     "tests/coord/test_system.py",
-    "tests/cyphal_common/test_timesync.py",
     "tests/hanoi/test_run.py",
-    "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
@@ -29,16 +27,28 @@ BUS_SCENARIOS = (
     "tests/sim_plant_node/test_bus.py",
     "tests/sim_plant_node/test_cia402_faults.py",
     "tests/sim_plant_node/test_cia402_modes.py",
+)
+"""Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
+rest). They run one at a time, on one worker (xdist group ``bus``), from the start of the run, their nodes real-time
+where permitted, while the other workers run the tests that only compute or whose processes only need to answer, not
+to keep time (broken register files, refused writes, frames across processes): two halves of this stream at once
+beside the computing tests starved each other's real-time nodes (a dozen timing verdicts failed with three free
+workers on two cores, three with four). The ``sim-plant`` tests here run none of the control loop's kernels: they
+fill the stream's first 40 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
+
+LIGHT_BUS_SCENARIOS = (
+    "tests/cyphal_common/test_timesync.py",
+    "tests/hostile/test_trust.py",
     "tests/sim_plant_node/test_quick_stop.py",
     "tests/sim_plant_node/test_units.py",
 )
-"""Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus,
-stops to rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: stalled
-beside the timing stream, it fell behind and the servo rightly saw a following error). They run one at a time, on one
-worker (xdist group ``bus``), from the start of the run, their nodes real-time where permitted, while the other
-worker runs the tests that only compute or whose processes only need to answer, not to keep time (broken register
-files, refused writes, frames across processes): two bus scenarios at once beside the computing tests starved each
-other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores)."""
+"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a peer's lie held
+for a second), not computing: under 0.4 core-seconds per second of their own (the UDRAL face's, with its yakut
+processes, is not: beside the coordination scenarios it took 21 s instead of 14). They run one at a time on a worker
+of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its are,
+and take from that stream what it would otherwise wait through. ``test_trust``'s drive is a thread of the test
+process that integrates the servo's commands: in the ``bus-late`` stream, whose nodes are not real-time, it once fell
+behind and the servo rightly saw a following error; here the servo is real-time, as in the ``bus`` stream."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",
@@ -57,21 +67,23 @@ LATE_BUS_SCENARIOS = (
 )
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
 the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT), with generous heartbeat bounds,
-not tracking. They too run one at a time (xdist group ``bus-late``), but last: a worker takes them once the
-computing tests are done, beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
+not tracking. They too run one at a time (xdist group ``bus-late``), on the worker free once the warm-up is done
+(:func:`_run_order`), beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
 CPU (earlier idle figures quoted here came from runs whose ``y pub`` ignored SIGINT; see :func:`_default_sigint`). Their
 nodes do not run real-time (``procs.realtime_permitted``): a fuzzed or flooded node would compete at the same FIFO
 priority with the timing stream's nodes. A test named here is taken out of a module of :data:`BUS_SCENARIOS` (its
 verdict is an error report, not timing)."""
 
-SCENARIOS = BUS_SCENARIOS + LATE_BUS_SCENARIOS
+SCENARIOS = BUS_SCENARIOS + LIGHT_BUS_SCENARIOS + LATE_BUS_SCENARIOS
 
 
 def _stream(item: pytest.Item) -> str | None:
-    """The item's xdist group of scenarios: ``bus``, ``bus-late`` (which wins: it names single tests of ``bus``
-    modules), or None for a test that only computes."""
+    """The item's xdist group of scenarios: ``bus``, ``bus-light``, ``bus-late`` (which wins: it names single tests
+    of ``bus`` modules), or None for a test that only computes."""
     if item.nodeid.startswith(LATE_BUS_SCENARIOS):
         return "bus-late"
+    if item.nodeid.startswith(LIGHT_BUS_SCENARIOS):
+        return "bus-light"
     return "bus" if item.nodeid.startswith(BUS_SCENARIOS) else None
 
 
@@ -98,14 +110,19 @@ def _needs_loop_kernels(item: pytest.Item) -> bool:
 
 
 def _run_order(item: pytest.Item) -> tuple[int, bool]:
-    """The ``bus`` group first (the longest stream), then the packaging tests (the longest computing one), the
-    computing tests, and the ``bus-late`` group last: pytest-xdist hands out the groups in this order
-    (``--no-loadscope-reorder``). Within each, the tests without the control loop's kernels first (they need not
-    wait for the warm-up to compile them: :func:`_await_warm_up`)."""
+    """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
+    ``bus`` group (the longest stream), the ``bus-light`` group, the packaging tests (the longest computing part),
+    then the computing tests without the control loop's kernels, the ``bus-late`` group and the computing tests
+    with those kernels, to whichever worker is free. The ``bus-late`` group, a stream of its own, so starts once the
+    warm-up (which it would wait for) is done, and not last. Within each group, the tests without the control loop's
+    kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`)."""
+    kernels = _needs_loop_kernels(item)
     stream = _stream(item)
     if stream is not None:
-        return (0 if stream == "bus" else 3), _needs_loop_kernels(item)
-    return (1 if item.nodeid.startswith("tests/packaging/") else 2), _needs_loop_kernels(item)
+        return {"bus": 0, "bus-light": 1, "bus-late": 4}[stream], kernels
+    if item.nodeid.startswith("tests/packaging/"):
+        return 2, kernels
+    return (5 if kernels else 3), kernels
 
 
 WARM_UP_STATUS = "SERVO_WARMUP_STATUS"
@@ -141,7 +158,7 @@ once, the scenario's processes get the cores they need (CFS weights about 1:30),
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _await_warm_up(item)
-    procs.realtime_permitted = _stream(item) == "bus"  # Only timing verdicts need real-time nodes.
+    procs.realtime_permitted = _stream(item) in ("bus", "bus-light")  # Only timing verdicts need real-time nodes.
     if os.environ.get("PYTEST_XDIST_WORKER"):
         try:
             os.setpriority(os.PRIO_PROCESS, 0, 0 if item.nodeid.startswith(SCENARIOS) else COMPUTE_NICE)

@@ -88,13 +88,13 @@ class AxisViews:
         """``sys.status`` (see :func:`~servo_node.axis._reports.status_view`)."""
         st = self._s
         g = st.gate
+        state = g.update(st.now())  # First: the update that finds the deadman expired sets its reaction time.
         s = st.last_sample
         expired = s is not None and s.expired
         expired_after_s = s.expired_after_s if s is not None and expired else g.expired_after_s
         expired_at_s = math.nan
         if s is not None and expired and st.loop_clock == "real":
             expired_at_s = system_minus_monotonic_s() + s.expired_at_s  # The loop's clock is time.monotonic.
-        state = g.update(st.now())
         extra: dict[str, Any] = dict(st.drive.peers()) if st.drive is not None else {}
         if st.timesync.pinned is not None or st.timesync.master_node_id is not None:
             extra["time_master"] = st.timesync.master_node_id

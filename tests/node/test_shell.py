@@ -148,6 +148,21 @@ async def test_setpoint_motion_deadman_stop(servo: ServoNode, client: Client) ->
     assert s.stop_planned_s > 0.0 and s.stop_planned_s <= s.stop_took_s <= s.stop_planned_s + 1.0, s
 
 
+async def test_a_status_read_that_finds_the_deadman_expired_reports_its_reaction_time(
+    servo: ServoNode, client: Client
+) -> None:
+    """``sys.status`` read between two supervision passes, the first to see the deadman expired: the state and the
+    deadman's reaction time come from the same instant (a CI run read ``expired`` with ``expired_after_s`` NaN)."""
+    axis = servo.axis()
+    await client.send(axis, 20.0)
+    received_at = axis.now()
+    axis.advance(0.1)
+    axis.loop.advance(received_at + DEADMAN_S + 0.005 - axis.now())  # The loop's time only: no supervision pass.
+    status = axis.status()["servo"]
+    assert status["state"] == "expired"
+    assert DEADMAN_S < status["expired_after_s"] <= DEADMAN_S + 0.006, status
+
+
 async def test_supervision_watches_every_period_only_what_needs_watching(servo: ServoNode, client: Client) -> None:
     """An idle axis is supervised every SUPERVISE_IDLE_PERIOD_S, an engaged or stopping one every SUPERVISE_PERIOD_S
     (the node's supervision task wakes for the earliest axis)."""

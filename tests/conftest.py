@@ -19,6 +19,7 @@ BUS_SCENARIOS = (
     "tests/system/",
     "tests/coord/test_system.py",
     "tests/hanoi/test_run.py",
+    "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
@@ -29,26 +30,26 @@ BUS_SCENARIOS = (
     "tests/sim_plant_node/test_cia402_modes.py",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
-rest). They run one at a time, on one worker (xdist group ``bus``), from the start of the run, their nodes real-time
-where permitted, while the other workers run the tests that only compute or whose processes only need to answer, not
-to keep time (broken register files, refused writes, frames across processes): two halves of this stream at once
-beside the computing tests starved each other's real-time nodes (a dozen timing verdicts failed with three free
-workers on two cores, three with four). The ``sim-plant`` tests here run none of the control loop's kernels: they
-fill the stream's first 40 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
+rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: in the
+``bus-late`` stream, whose nodes are not real-time, it fell behind and the servo rightly saw a following error, and
+in the ``bus-light`` stream, in a run under coverage, the servo stopped it 0.68 short of its target). They run one at
+a time, on one worker (xdist group ``bus``), from the start of the run, their nodes real-time where permitted, while
+the other workers run the tests that only compute or whose processes only need to answer, not to keep time (broken
+register files, refused writes, frames across processes): two halves of this stream at once beside the computing
+tests starved each other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores,
+three with four). The ``sim-plant`` tests here run none of the control loop's kernels: they fill the stream's first
+40 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
-    "tests/hostile/test_trust.py",
     "tests/sim_plant_node/test_quick_stop.py",
     "tests/sim_plant_node/test_units.py",
 )
-"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a peer's lie held
-for a second), not computing: under 0.4 core-seconds per second of their own (the UDRAL face's, with its yakut
-processes, is not: beside the coordination scenarios it took 21 s instead of 14). They run one at a time on a worker
-of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its are,
-and take from that stream what it would otherwise wait through. ``test_trust``'s drive is a thread of the test
-process that integrates the servo's commands: in the ``bus-late`` stream, whose nodes are not real-time, it once fell
-behind and the servo rightly saw a following error; here the servo is real-time, as in the ``bus`` stream."""
+"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period), not computing:
+under 0.4 core-seconds per second of their own (the UDRAL face's, with its yakut processes, is not light: beside the
+coordination scenarios it took 21 s instead of 14). They run one at a time on a worker of their own (xdist group
+``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its are, and take from that stream
+what it would otherwise wait through."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",

@@ -114,9 +114,9 @@ def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
     ``bus`` group (the longest stream), the ``bus-light`` group, the packaging tests (the longest computing part),
     then the computing tests without the control loop's kernels, the ``bus-late`` group and the computing tests
-    with those kernels, to whichever worker is free. The ``bus-late`` group, a stream of its own, so starts once the
-    warm-up (which it would wait for) is done, and not last. Within each group, the tests without the control loop's
-    kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`)."""
+    with those kernels, to whichever worker is free: the ``bus-late`` group, a stream of its own, starts about when the
+    warm-up is done (it would wait for it anyway) rather than last. Within each group, the tests without the control
+    loop's kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`)."""
     kernels = _needs_loop_kernels(item)
     stream = _stream(item)
     if stream is not None:

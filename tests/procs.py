@@ -5,6 +5,7 @@ Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` 
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import math
@@ -20,6 +21,7 @@ from typing import Any
 
 from cyphal_common import dsdl
 from cyphal_common.tasks import cancel_and_wait
+from tests.forkserver import ForkServer
 
 BIN = Path(sys.executable).parent
 SIM_PLANT = [sys.executable, "-m", "sim_plant_node"]
@@ -77,16 +79,33 @@ def status(node_id: int, env: Mapping[str, str] | None = None) -> dict[str, Any]
     return dict(json.loads(value))
 
 
+_fork_server: ForkServer | None = None
+
+
+def fork_server() -> ForkServer:
+    """This process's fork server (:mod:`tests.forkserver`), made at the first use; it forks with the environment
+    of :func:`base_env`, registers aside."""
+    global _fork_server
+    if _fork_server is None:
+        _fork_server = ForkServer(base_env())
+        atexit.register(_fork_server.close)
+    return _fork_server
+
+
 def start(
     args: list[str], env: Mapping[str, str], cwd: Path | None = None, log: Path | None = None
 ) -> subprocess.Popen[str]:
     """Start a background process: no stdin; stdout and stderr together into a pipe, or into the file ``log``
-    (never a pipe nobody reads, which would block a long-running process once it fills)."""
-    if log is None:
-        out: Any = subprocess.PIPE
-    else:
-        out = log.open("w")
+    (never a pipe nobody reads, which would block a long-running process once it fills).
+
+    ``servo-node``, ``sim-plant`` and ``servo-coord`` with the tests' usual environment are forks of this process's
+    fork server (:mod:`tests.forkserver`: the same process at a quarter of the CPU of a new interpreter's start);
+    any other command, or one with another environment, is a new process."""
+    out: Any = subprocess.PIPE if log is None else log.open("w")
     try:
+        server = fork_server()
+        if server.serves(args, env):
+            return server.start(args, env, cwd, None if log is None else out.fileno())
         return subprocess.Popen(
             args, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, text=True
         )

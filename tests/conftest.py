@@ -26,8 +26,6 @@ BUS_SCENARIOS = (
     "tests/scope/",
     "tests/sim_plant_node/test_arm_node.py",
     "tests/sim_plant_node/test_bus.py",
-    "tests/sim_plant_node/test_cia402_faults.py",
-    "tests/sim_plant_node/test_cia402_modes.py",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
 rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: in the
@@ -38,15 +36,21 @@ the other workers run the tests that only compute or whose processes only need t
 register files, refused writes, frames across processes): two halves of this stream at once beside the computing
 tests starved each other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores,
 three with four). The ``sim-plant`` tests here run none of the control loop's kernels: they fill the stream's first
-40 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
+20 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
+    "tests/sim_plant_node/test_bus.py::test_a_host_slow_on_every_round_still_stops_an_uncommanded_joint",
+    "tests/sim_plant_node/test_bus.py::test_control_timeout_removes_force",
+    "tests/sim_plant_node/test_bus.py::test_standby_applies_no_force_and_joint_coasts",
+    "tests/sim_plant_node/test_cia402_faults.py",
+    "tests/sim_plant_node/test_cia402_modes.py",
     "tests/sim_plant_node/test_quick_stop.py",
     "tests/sim_plant_node/test_units.py",
 )
-"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period), not computing:
-under 0.4 core-seconds per second of their own (the UDRAL face's, with its yakut processes, is not light: beside the
+"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a coasting or
+quick-stopping joint, the emulated CiA 402 drive's stops and mode changes), not computing: under 0.4 core-seconds per
+second of their own (the UDRAL face's, with its yakut processes, is not light: beside the
 coordination scenarios it took 21 s instead of 14). They run one at a time on a worker of their own (xdist group
 ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its are, and take from that stream
 what it would otherwise wait through."""

@@ -23,7 +23,6 @@ BUS_SCENARIOS = (
     "tests/mimic/test_processes.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
-    "tests/scope/",
     "tests/sim_plant_node/test_arm_node.py",
     "tests/sim_plant_node/test_bus.py",
 )
@@ -40,6 +39,7 @@ three with four). The ``sim-plant`` tests here run none of the control loop's ke
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
+    "tests/scope/",
     "tests/sim_plant_node/test_bus.py::test_a_host_slow_on_every_round_still_stops_an_uncommanded_joint",
     "tests/sim_plant_node/test_bus.py::test_control_timeout_removes_force",
     "tests/sim_plant_node/test_bus.py::test_standby_applies_no_force_and_joint_coasts",
@@ -47,13 +47,14 @@ LIGHT_BUS_SCENARIOS = (
     "tests/sim_plant_node/test_cia402_modes.py",
     "tests/sim_plant_node/test_quick_stop.py",
     "tests/sim_plant_node/test_units.py",
+    "tests/system/test_signals.py",
 )
 """Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a coasting or
-quick-stopping joint, the emulated CiA 402 drive's stops and mode changes), not computing: under 0.4 core-seconds per
-second of their own (the UDRAL face's, with its yakut processes, is not light: beside the
-coordination scenarios it took 21 s instead of 14). They run one at a time on a worker of their own (xdist group
-``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its are, and take from that stream
-what it would otherwise wait through."""
+quick-stopping joint, the emulated CiA 402 drive's stops and mode changes, a signal's safe stop on the stepped clock, a
+recording), not computing much: under 0.7 core-seconds per second of their own (the UDRAL face's, with its yakut
+processes, is not light: beside the coordination scenarios it took 21 s instead of 14). They run one at a time on a
+worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its
+are, and take from that stream what it would otherwise wait through."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",
@@ -198,6 +199,9 @@ def pytest_configure(config: pytest.Config) -> None:
             isolation.isolate()
         except OSError as ex:
             pytest.exit(f"a parallel run needs each worker on a network of its own (root): {ex}; run with -n 0", 2)
+        # The collection (importing and rewriting every test module, about 4 s of CPU in each worker) at the computing
+        # tests' niceness: the warm-up beside it compiles the kernels that the timing stream waits for.
+        os.setpriority(os.PRIO_PROCESS, 0, COMPUTE_NICE)
 
 
 invalidate_if_sources_changed()

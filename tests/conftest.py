@@ -23,8 +23,6 @@ BUS_SCENARIOS = (
     "tests/mimic/test_processes.py",
     "tests/multihost/",
     "tests/node/test_udral_face.py",
-    "tests/sim_plant_node/test_arm_node.py",
-    "tests/sim_plant_node/test_bus.py",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
 rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: in the
@@ -34,27 +32,27 @@ a time, on one worker (xdist group ``bus``), from the start of the run, their no
 the other workers run the tests that only compute or whose processes only need to answer, not to keep time (broken
 register files, refused writes, frames across processes): two halves of this stream at once beside the computing
 tests starved each other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores,
-three with four). The ``sim-plant`` tests here run none of the control loop's kernels: they fill the stream's first
-20 s, while the warm-up compiles those kernels (:data:`WITHOUT_LOOP_KERNELS`)."""
+three with four). Every test here runs the control loop's kernels: the stream starts once the warm-up has compiled them
+(:data:`WITHOUT_LOOP_KERNELS`); the ``sim-plant`` scenarios, which do not, run in ``bus-light`` meanwhile."""
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
     "tests/scope/",
-    "tests/sim_plant_node/test_bus.py::test_a_host_slow_on_every_round_still_stops_an_uncommanded_joint",
-    "tests/sim_plant_node/test_bus.py::test_control_timeout_removes_force",
-    "tests/sim_plant_node/test_bus.py::test_standby_applies_no_force_and_joint_coasts",
+    "tests/sim_plant_node/test_arm_node.py",
+    "tests/sim_plant_node/test_bus.py",
     "tests/sim_plant_node/test_cia402_faults.py",
     "tests/sim_plant_node/test_cia402_modes.py",
     "tests/sim_plant_node/test_quick_stop.py",
     "tests/sim_plant_node/test_units.py",
     "tests/system/test_signals.py",
 )
-"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a coasting or
-quick-stopping joint, the emulated CiA 402 drive's stops and mode changes, a signal's safe stop on the stepped clock, a
-recording), not computing much: under 0.7 core-seconds per second of their own (the UDRAL face's, with its yakut
-processes, is not light: beside the coordination scenarios it took 21 s instead of 14). They run one at a time on a
-worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its
-are, and take from that stream what it would otherwise wait through."""
+"""Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a coasting,
+quick-stopping or gravity-loaded joint of ``sim-plant``, the emulated CiA 402 drive's stops and mode changes, a
+signal's safe stop on the stepped clock, a recording), not computing much: under 0.7 core-seconds per second of their
+own (the UDRAL face's, with its yakut processes, is not light: beside the coordination scenarios it took 21 s instead
+of 14). They run one at a time on a worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their
+nodes real-time where permitted as its are, and take from that stream what it would otherwise wait through; those
+without the loop's kernels first, while the warm-up compiles them."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",

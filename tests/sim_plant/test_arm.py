@@ -11,11 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.integrate import solve_ivp
 
 from sim_plant import arm
 from sim_plant.arm import ArmParams
-from tests.sim_plant.arm_reference import reference_terms
 
 DEFAULT = ArmParams()
 angle = st.floats(-math.pi, math.pi)
@@ -55,6 +53,9 @@ def test_mass_matrix_is_symmetric_positive_definite(p: ArmParams, q: np.ndarray)
 @given(any_arm, poses, rates)
 def test_a_c_g_and_energy_equal_the_symbolic_euler_lagrange_model(p: ArmParams, q: np.ndarray, w: np.ndarray) -> None:
     """A, C, g and the energy equal sympy's derivation from the links' 3-D kinematics to 1e-9 (relative to ≥ 1)."""
+    # sympy (and scipy below): imported where used, not in every worker's collection (0.9 s of CPU each).
+    from tests.sim_plant.arm_reference import reference_terms
+
     a_ref, c_ref, g_ref, e_ref = reference_terms(p, q, w)
     np.testing.assert_allclose(arm.mass_matrix(p, q), a_ref, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(arm.velocity_terms(p, q, w), c_ref, rtol=1e-9, atol=1e-9)
@@ -108,6 +109,8 @@ def test_continuous_computed_torque_from_a_moving_start_follows_the_closed_form(
 def _sampled_reference(p: ArmParams, law: str, q0: np.ndarray, qd: np.ndarray, t_end: float,
                        period: float) -> np.ndarray:
     """State at every control instant: the law sampled and held, each hold interval integrated by DOP853."""
+    from scipy.integrate import solve_ivp
+
     x = np.concatenate([q0, np.zeros(3)])
     out = [x]
     for _ in range(round(t_end / period)):

@@ -35,9 +35,9 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-## The packages' bytecode (then the DSDL), the warm-up (numba: both cores for its first seconds, then one) and the
-## lint start side by side (niceness 0, 0, 10): the timing stream's tests wait for the warm-up's kernels, so it gets
-## the cores first. pytest starts once the bytecode and the DSDL are there (each of its processes would compile the
+## The warm-up (numba: both cores for its first seconds, then one), the packages' bytecode (then the DSDL) and the
+## lint start side by side, in that order of priority (niceness 0, 5, 10): the timing stream's tests wait for the
+## warm-up's kernels, its chain of compilations (the OTG and the joint, then the loop) for a core of its own. pytest starts once the bytecode and the DSDL are there (each of its processes would compile the
 ## DSDL otherwise), its workers collecting at niceness 15, while the lint goes on and the warm-up compiles its last and
 ## longest part (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the
 ## others wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and the warm-up's output
@@ -47,7 +47,7 @@ test: $(PACKAGES)
 	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; \
 	    echo $$? >$(VENV)/warmup.status.new; mv $(VENV)/warmup.status.new $(VENV)/warmup.status; } & warm=$$!; \
 	  $(PHASE) lint nice -n 10 $(MAKE) --no-print-directory lint >$(VENV)/lint.log 2>&1 & lint=$$!; \
-	  $(PHASE) bytecode+dsdl sh -c '$(MAKE) --no-print-directory $(STAMP) && $(BIN)/servo-node dsdl-env >/dev/null'; \
+	  $(PHASE) bytecode+dsdl nice -n 5 sh -c '$(MAKE) --no-print-directory $(STAMP) && $(BIN)/servo-node dsdl-env >/dev/null'; \
 	  tested=$$?; \
 	  if [ $$tested = 0 ]; then \
 	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \

@@ -22,7 +22,6 @@ BUS_SCENARIOS = (
     "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
     "tests/multihost/",
-    "tests/node/test_udral_face.py",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
 rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: in the
@@ -37,6 +36,7 @@ three with four). Every test here runs the control loop's kernels: the stream st
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
+    "tests/node/test_udral_face.py",
     "tests/scope/",
     "tests/sim_plant_node/test_arm_node.py",
     "tests/sim_plant_node/test_bus.py",
@@ -48,11 +48,12 @@ LIGHT_BUS_SCENARIOS = (
 )
 """Timing scenarios that spend their time waiting (a deadman, a control timeout, a time-sync period, a coasting,
 quick-stopping or gravity-loaded joint of ``sim-plant``, the emulated CiA 402 drive's stops and mode changes, a
-signal's safe stop on the stepped clock, a recording), not computing much: under 0.7 core-seconds per second of their
-own (the UDRAL face's, with its yakut processes, is not light: beside the coordination scenarios it took 21 s instead
-of 14). They run one at a time on a worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their
-nodes real-time where permitted as its are, and take from that stream what it would otherwise wait through; those
-without the loop's kernels first, while the warm-up compiles them."""
+signal's safe stop on the stepped clock, a recording, the UDRAL face's moves), not computing much: under 0.7
+core-seconds per second of their own (the UDRAL face, with its yakut processes, is the heaviest; when every node start
+cost a second of CPU, it slowed the coordination scenarios beside it from 14 s to 21 s). They run one at a time on a
+worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its
+are, and take from that stream what it would otherwise wait through; those without the loop's kernels first, while
+the warm-up compiles them."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",

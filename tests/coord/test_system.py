@@ -272,14 +272,15 @@ def test_three_servos_arrive_together(bus_kind: str, start: bool, tmp_path: Path
                 sent = _read_until(proc, "sent:")  # The start is out: the axes start together at its t0, in the lead.
                 duration = re.search(r"common duration ([0-9.]+) s", sent)
                 assert duration is not None, sent
-                # Killed a quarter into the move the coordinator planned, not on a node's report of motion: reads over
-                # udpmc on a loaded host outlasted the move while this process also recorded every node's dynamics
-                # (once three in turn; later 30 s of reads of one node never saw it moving). The deadman then stops
-                # every axis 0.5 s later, about 0.6 s before the end of this ~1.5 s move; killed half-way, the
-                # margin was about 0.25 s, and once this process read "sent:" late enough that node 77 had arrived
-                # when its deadman expired (stop planned 0 s). That every axis was moving when its deadman stopped
-                # it is each stop's own verdict below.
-                time.sleep(float(duration.group(1)) / 4)
+                # Killed as soon as the start is out, not on a node's report of motion: reads over udpmc on a loaded
+                # host outlasted the move while this process also recorded every node's dynamics (once three in
+                # turn; later 30 s of reads of one node never saw it moving). The deadman then stops every axis
+                # 0.5 s after its last setpoint, about 0.95 s before the end of this ~1.45 s move. Killed half-way,
+                # then a quarter into the move, the margin was 0.25 s, then 0.6 s: each time this process once read
+                # "sent:" late enough (on a host busy starting every worker's tests) that an axis had arrived when
+                # its deadman expired (stop planned 0 s). That every axis was moving when its deadman stopped it is
+                # each stop's own verdict below.
+                assert float(duration.group(1)) > 1.0, sent  # The deadman's 0.5 s ends mid-move.
                 proc.send_signal(signal.SIGKILL)
                 killed = time.time()
             for r, (node_id, *_rest) in zip(readers, AXES, strict=True):

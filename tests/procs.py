@@ -1,6 +1,8 @@
 """Real processes for scenario tests: the ``servo-node`` and ``sim-plant`` commands, and the ``y`` (yakut) CLI.
 
-Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` variables.
+Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` variables. Our own commands start as
+forks of this process's fork server where they can (:func:`start`, :mod:`tests.forkserver`), everything else as a new
+interpreter.
 """
 
 from __future__ import annotations

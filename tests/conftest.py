@@ -114,29 +114,20 @@ def _needs_loop_kernels(item: pytest.Item) -> bool:
     return item.nodeid.startswith(WITH_LOOP_KERNELS) or not item.nodeid.startswith(WITHOUT_LOOP_KERNELS)
 
 
-EARLY_IN_BUS = ("tests/multihost/",)
-"""Timing scenarios that run first in the ``bus`` stream, beside the other workers' lightest part (the ``sim-plant``
-scenarios of ``bus-light``, the packaging's install and the computing tests at niceness 15). The multi-host stop
-verdicts once failed beside the ``bus-late`` stream's fuzzing campaign, whose flooded node and fuzzer run at niceness
-0: a cut-off servo's released joint read 0.026 of velocity instead of at most 1e-3."""
-
-
-def _run_order(item: pytest.Item) -> tuple[int, bool, bool]:
+def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
     ``bus`` group (the longest stream), the ``bus-light`` group, the packaging tests (the longest computing part),
     then the computing tests without the control loop's kernels, the ``bus-late`` group and the computing tests
     with those kernels, to whichever worker is free: the ``bus-late`` group, a stream of its own, starts about when the
     warm-up is done (it would wait for it anyway) rather than last. Within each group, the tests without the control
-    loop's kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`), and in ``bus``
-    those of :data:`EARLY_IN_BUS` before the rest."""
+    loop's kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`)."""
     kernels = _needs_loop_kernels(item)
     stream = _stream(item)
-    late = not item.nodeid.startswith(EARLY_IN_BUS)
     if stream is not None:
-        return {"bus": 0, "bus-light": 1, "bus-late": 4}[stream], kernels, late
+        return {"bus": 0, "bus-light": 1, "bus-late": 4}[stream], kernels
     if item.nodeid.startswith("tests/packaging/"):
-        return 2, kernels, late
-    return (5 if kernels else 3), kernels, late
+        return 2, kernels
+    return (5 if kernels else 3), kernels
 
 
 WARM_UP_STATUS = "SERVO_WARMUP_STATUS"

@@ -37,11 +37,12 @@ demo: $(STAMP)
 ## Lint, type-check and run the whole test suite.
 ## The warm-up (numba: both cores for its first seconds, then one), the packages' bytecode (then the DSDL) and the
 ## lint start side by side, in that order of priority (niceness 0, 5, 10): the timing stream's tests wait for the
-## warm-up's kernels, its chain of compilations (the OTG and the joint, then the loop) for a core of its own. pytest starts once the bytecode and the DSDL are there (each of its processes would compile the
-## DSDL otherwise), its workers collecting at niceness 15, while the lint goes on and the warm-up compiles its last and
-## longest part (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the
-## others wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and the warm-up's output
-## follow pytest's; any of the three failing fails the target.
+## warm-up's kernels, and its chain of compilations (the OTG and the joint, then the loop) needs a core of its own.
+## pytest starts once the bytecode and the DSDL are there (each of its processes would compile the DSDL otherwise),
+## its workers collecting at niceness 15, while the lint goes on and the warm-up compiles its last and longest part
+## (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the others wait for
+## the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and the warm-up's output follow
+## pytest's; any of the three failing fails the target.
 test: $(PACKAGES)
 	rm -f $(VENV)/warmup.status; \
 	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; \

@@ -53,25 +53,40 @@ class Job:
     nice: int
 
 
-def entry(argv: Sequence[str]) -> tuple[Callable[[], Any], list[str], str] | None:
-    """What a command line runs: its ``main``, the ``sys.argv`` and the ``sys.path[0]`` a new interpreter would give
-    it; None if it is not one of the commands this server imports (``sim-plant arm-step`` is not: it needs scipy,
-    which node processes hide from numba)."""
-    bin_dir = str(Path(sys.executable).parent)
-    if argv[:1] == [os.path.join(bin_dir, "servo-node")]:
-        from servo_node.cli import main as servo_node
-
-        return servo_node, list(argv), bin_dir
+def _command(argv: Sequence[str]) -> str | None:
+    """Which of the imported commands a command line runs (``servo-node``, ``sim-plant`` or ``servo-coord``), or None
+    (``sim-plant arm-step`` is none of them: it needs scipy, which node processes hide from numba). Imports nothing:
+    the test's process asks it for every start."""
+    if argv[:1] == [os.path.join(os.path.dirname(sys.executable), "servo-node")]:
+        return "servo-node"
     module = argv[2] if argv[:2] == [sys.executable, "-m"] and len(argv) > 2 else None
     if module == "sim_plant_node" and argv[3:4] != ["arm-step"]:
+        return "sim-plant"
+    return "servo-coord" if module == "servo_node.coord" else None
+
+
+def _import_time_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without :data:`RUN_TIME_VARIABLES`: the part the imports read, which a fork must share with its
+    server."""
+    return {k: v for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)}
+
+
+def entry(argv: Sequence[str]) -> tuple[Callable[[], Any], list[str], str]:
+    """What a command line of :func:`_command` runs: its ``main``, and the ``sys.argv`` and ``sys.path[0]`` a new
+    interpreter would give it."""
+    command = _command(argv)
+    if command == "servo-node":
+        from servo_node.cli import main as servo_node
+
+        return servo_node, list(argv), os.path.dirname(sys.executable)
+    if command == "sim-plant":
         import sim_plant_node
 
         return sim_plant_node.main, [str(Path(sim_plant_node.__file__).parent / "__main__.py"), *argv[3:]], os.getcwd()
-    if module == "servo_node.coord":
-        from servo_node.coord import _cmd
+    assert command == "servo-coord", argv
+    from servo_node.coord import _cmd
 
-        return _cmd.main, [str(Path(_cmd.__file__).parent / "__main__.py"), *argv[3:]], os.getcwd()
-    return None
+    return _cmd.main, [str(Path(_cmd.__file__).parent / "__main__.py"), *argv[3:]], os.getcwd()
 
 
 def _preload() -> None:
@@ -116,7 +131,7 @@ def _become(job: Job, fds: list[int]) -> Callable[[], Any]:
         pass
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    main, sys.argv, sys.path[0] = entry(job.argv)  # type: ignore[misc]  # checked before the fork
+    main, sys.argv, sys.path[0] = entry(job.argv)
     return main
 
 
@@ -129,7 +144,7 @@ def _serve(listener: socket.socket) -> Callable[[], Any]:
             if not msg:  # A probe of whether this server listens yet.
                 continue
             job = Job(**json.loads(msg))
-            if entry(job.argv) is None:
+            if _command(job.argv) is None:
                 for fd in fds:
                     os.close(fd)
                 conn.sendall(b"0")
@@ -206,20 +221,16 @@ class ForkServer:
     process). ``env`` is what every command it forks runs with, registers aside."""
 
     def __init__(self, env: Mapping[str, str]) -> None:
-        self.env = {k: v for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)}
+        self.env = _import_time_env(env)
         self._dir = tempfile.mkdtemp(prefix="forkserver-")
         self._socket = os.path.join(self._dir, "socket")
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self.started = 0
-        """Commands forked so far."""
 
     def serves(self, args: Sequence[str], env: Mapping[str, str]) -> bool:
         """Whether a fork runs this command line as a new process would: one of the imported commands, and an
         environment that differs from the server's in registers only."""
-        return entry(args) is not None and {k: v for k, v in env.items() if not k.startswith(RUN_TIME_VARIABLES)} == (
-            self.env
-        )
+        return _command(args) is not None and _import_time_env(env) == self.env
 
     def _ensure_running(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
@@ -274,7 +285,6 @@ class ForkServer:
                 if pipe is not None:
                     os.close(pipe[0])
                 raise RuntimeError(f"the fork server could not start {args}")
-            self.started += 1
             out = io.TextIOWrapper(open(pipe[0], "rb")) if pipe is not None else None
             return ForkedProcess(list(args), pid, out)
 
@@ -284,8 +294,6 @@ class ForkServer:
             if self._proc is not None:
                 self._proc.terminate()
                 self._proc.wait(10)
-                if self._proc.stdout is not None:
-                    self._proc.stdout.close()
                 self._proc = None
             shutil.rmtree(self._dir, ignore_errors=True)
 

@@ -100,7 +100,7 @@ class LoopConfig:
         cfg[L.K_FE_WINDOW] = self.following_error_window
         cfg[L.K_FE_TIME] = self.following_error_time_s
         cfg[L.K_DEADMAN] = self.deadman_timeout_s
-        cfg[L.K_REST_TICKS] = max(2.0, math.ceil(self.rest_time_s * self.rate_hz))
+        cfg[L.K_REST_TIME] = max(2.0, math.ceil(self.rest_time_s * self.rate_hz)) / self.rate_hz
         cfg[L.K_COMPENSATE] = 1.0 if self.compensation else 0.0
         cfg[L.K_DRIVE_PERIOD] = self.drive_period_s
         return cfg

@@ -13,10 +13,10 @@ Safety lives here, in the loop, so that no stall of the node's event loop can de
 - **the stop** (expiry, readiness loss, errors, close, restart): jerk-limited, at least as hard as ``K_STOP_A``/
   ``K_STOP_J`` (harder if the active command was), within the envelope, planned from the measured state when the
   reference and the joint disagree beyond the window; then it brakes the joint to zero velocity and holds it
-  actively until it is at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TICKS`` ticks), and only then removes the
-  force. A stop that does not reach rest within its bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive
-  keeps braking. Its start, and the deadman test, are in :mod:`._stop` (mimic's stages use them too); its hold
-  to rest is here (:func:`reference`).
+  actively until it is measured at rest (|v| ≤ ``K_REST_VELOCITY`` for ``K_REST_TIME``, in measurements taken
+  after the zero command took effect), and only then removes the force. A stop that does not reach rest within its
+  bound (plan + ``K_STOP_HOLD_MAX``) is STOP_TIMEOUT: the drive keeps braking. Its start, and the deadman test,
+  are in :mod:`._stop` (mimic's stages use them too); its hold to rest is here (:func:`reference`).
 
 Mimic's own stages (gear-in, following the leader) are in :mod:`._mimic`; here only the reference in the frame
 moving with the leader (:func:`._mimic.sample_relative`) and the hand-over of a mimic command.
@@ -32,6 +32,7 @@ import numpy as np
 
 from .._jit import tick_jit
 from .._seqlock import begin_write, end_write, try_read_seqlocked
+from ..drive._base import DRIVE_SIM
 from ..otg import plan_into, plan_velocity_into, profile_duration, sample_into
 from ..otg._profile import REPAIRED
 from . import _layout as L
@@ -295,6 +296,35 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
 
 
 @tick_jit
+def _brake_effect(now: float, A: LoopArrays) -> float:
+    """When the hold's first zero command takes effect: a bus drive's at its next send plus the command delay (the
+    link model's), the embedded joint's within this tick's step."""
+    if A.cfg[L.K_DRIVE] != DRIVE_SIM:
+        return link.effect_time(now, A)
+    return now + 0.5 * A.cfg[L.K_PERIOD]
+
+
+@tick_jit
+def hold_at_rest(A: LoopArrays) -> bool:
+    """True once the joint has been measured at rest (|v| ≤ ``K_REST_VELOCITY``) for ``K_REST_TIME``, in fresh
+    measurements taken after the zero command took effect (``ST_BRAKE_EFFECT``): a sample from before shows a
+    command that may still be in force (a feedback correction the drive keeps until released), not the brake's
+    result. Measured time, not ticks: a bus drive's sample is seen by many ticks, so the rest spans two or more."""
+    st, cfg, m = A.st, A.cfg, A.meas
+    t_m = m[L.M_T]
+    if not (m[L.M_FRESH] == 1.0 and t_m >= st[L.ST_BRAKE_EFFECT]):
+        if m[L.M_FRESH] != 1.0:
+            st[L.ST_REST_SINCE] = np.nan  # Unseen: the rest starts again from the next measurement.
+        return False
+    if abs(m[L.M_V]) > cfg[L.K_REST_VELOCITY]:
+        st[L.ST_REST_SINCE] = np.nan
+        return False
+    if math.isnan(st[L.ST_REST_SINCE]):
+        st[L.ST_REST_SINCE] = t_m
+    return t_m - st[L.ST_REST_SINCE] >= cfg[L.K_REST_TIME] - 1e-9
+
+
+@tick_jit
 def reference(now: float, A: LoopArrays) -> bool:
     """Sample the reference now and one period ahead into ``ref``; end a stop at rest. Returns True while the
     stop's hold brakes with a zero-velocity command (from the end of the stop's plan until the joint is at rest)."""
@@ -332,10 +362,9 @@ def reference(now: float, A: LoopArrays) -> bool:
         elif mode == L.MODE_STOP and t >= st[L.ST_STOP_PLANNED]:
             # The reference is at rest: brake the joint to zero velocity where it is (it lags the reference by the
             # tracking error) and hold it there until it is at rest, as a drive's quick stop does.
-            fresh = m[L.M_FRESH] == 1.0
-            at_rest = fresh and abs(m[L.M_V]) <= cfg[L.K_REST_VELOCITY]
-            st[L.ST_REST_TICKS] = st[L.ST_REST_TICKS] + 1.0 if at_rest else 0.0
-            if st[L.ST_REST_TICKS] > cfg[L.K_REST_TICKS]:
+            if math.isnan(st[L.ST_BRAKE_EFFECT]):
+                st[L.ST_BRAKE_EFFECT] = _brake_effect(now, A)
+            if hold_at_rest(A):
                 st[L.ST_STOP_TOOK] = now - st[L.ST_STOP_T0]
                 if st[L.ST_ERROR] == E_STOP_TIMEOUT:
                     st[L.ST_ERROR] = E_NONE

@@ -78,8 +78,9 @@ def start_stop(now: float, A: LoopArrays, p0: float, v0: float, a0: float) -> No
     st[L.ST_STOP_T0] = now
     st[L.ST_STOP_TOOK] = np.nan
     st[L.ST_STOP_PLANNED] = profile_duration(A.prof)
-    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX] + (cfg[L.K_REST_TICKS] + 1.0) * cfg[L.K_PERIOD]
-    st[L.ST_REST_TICKS] = 0.0
+    st[L.ST_STOP_BOUND] = st[L.ST_STOP_PLANNED] + cfg[L.K_STOP_HOLD_MAX] + cfg[L.K_REST_TIME] + cfg[L.K_PERIOD]
+    st[L.ST_REST_SINCE] = np.nan
+    st[L.ST_BRAKE_EFFECT] = np.nan
     st[L.ST_PRE_BRAKE] = 0.0
     st[L.ST_FLIM] = cfg[L.K_ENV_F]  # A stop may use the envelope's force, whatever the last setpoint allowed.
     act[L.C_MODE] = L.MODE_STOP

@@ -62,6 +62,8 @@ class Bus:
     local_loop_gain: float = 0.0
     """> 0: the drive runs an interpolating position loop of this gain [1/s] on position setpoints (velocity
     feed-forward from consecutive setpoints over the nominal period) instead of sim-plant's Webots P controller."""
+    velocity_scale: float = 1.0
+    """The drive runs at this times the velocity it is told (a miscalibrated drive: gear ratio, encoder scale)."""
     true_errors: list[float] = field(default_factory=list)
     """|p_ref(t) − p(t)| of every tick with both at the same instant (the ground truth)."""
     positions: list[float] = field(default_factory=list)
@@ -147,7 +149,7 @@ class Bus:
             j.set_position(math.inf)
             self._mode = Mode.VELOCITY
             return
-        c = interpret(p, v, f, prm.max_velocity, prm.max_force)
+        c = interpret(p, v * self.velocity_scale, f, prm.max_velocity, prm.max_force)
         if c is None:
             return
         j.set_motor_force(c.motor_force)

@@ -125,6 +125,26 @@ def test_the_stop_after_expiry_brakes_to_rest_over_the_bus() -> None:
     assert abs(b.joint.velocity) <= 1e-3
 
 
+@pytest.mark.parametrize("scale", [0.9, 1.1])
+def test_every_stop_releases_a_joint_measured_at_rest_after_the_brake(scale: float) -> None:
+    """A drive that runs 10 % off the velocity it is told, at 50 Hz: the joint is off the stop's reference at its
+    end, so the last commands before the brake are feedback corrections. A sample showing rest can then be one taken
+    while a correction crossed zero, with the next correction still in force at the drive: released on it, the
+    joint would coast on at that velocity. The rest counts only in samples taken after the zero command took effect.
+    Thirty stops at different points of the drive's send and publication periods."""
+    for i in range(30):
+        reg = ServoRegistry(None, {"SERVO__DRIVE__BACKEND": "udral", "SERVO__DRIVE__RATE": "50"})
+        b = make_bus(loop_config(reg), command_delay=0.002, measure_delay=0.002 + 0.0003 * (i % 7),
+                     drive_period=0.02, publish_period=0.02, velocity_scale=scale, seed=i)
+        b.run(0.3 + 0.001 * i)
+        b.loop.command(Setpoint(-(6.0 + 0.1 * i), 0.0, LIMITS, 100.0), b.loop.now())  # Expires after 0.5 s.
+        b.run(1.5)
+        s = b.loop.sample()
+        assert s.expired and not s.engaged and s.error is ErrorCode.NONE, (i, s)
+        assert abs(b.joint.velocity) <= 1e-3, (i, b.joint.velocity)
+        assert s.stop_planned_s <= s.stop_took_s <= s.stop_bound_s
+
+
 def test_a_drive_silent_mid_move_stays_drive_lost_past_the_stop_bound() -> None:
     """A dead drive's stop can never be seen to end: the error stays DRIVE_LOST (counted once, not traded for a stop
     timeout the gate would let a setpoint clear), the loop keeps commanding zero velocity, and refuses new motion."""

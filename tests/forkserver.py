@@ -1,5 +1,5 @@
-"""A fork server for the scenario tests: the ``servo-node``, ``sim-plant`` and ``servo-coord`` commands started as
-forks of one process that has imported them, instead of a new interpreter each.
+"""A fork server for the scenario tests: the ``servo-node``, ``sim-plant`` and ``servo-coord`` commands and the ``y``
+(yakut) client started as forks of one process that has imported them, instead of a new interpreter each.
 
 A node's start costs about one second of CPU, three quarters of it importing numba, numpy, pycyphal and the generated
 types, and the suite starts well over a hundred nodes. Here each worker runs one server (``python -m
@@ -54,11 +54,14 @@ class Job:
 
 
 def _command(argv: Sequence[str]) -> str | None:
-    """Which of the imported commands a command line runs (``servo-node``, ``sim-plant`` or ``servo-coord``), or None
-    (``sim-plant arm-step`` is none of them: it needs scipy, which node processes hide from numba). Imports nothing:
-    the test's process asks it for every start."""
-    if argv[:1] == [os.path.join(os.path.dirname(sys.executable), "servo-node")]:
+    """Which of the imported commands a command line runs (``servo-node``, ``sim-plant``, ``servo-coord`` or ``y``),
+    or None (``sim-plant arm-step`` is none of them: it needs scipy, which node processes hide from numba). Imports
+    nothing: the test's process asks it for every start."""
+    scripts = os.path.dirname(sys.executable)
+    if argv[:1] == [os.path.join(scripts, "servo-node")]:
         return "servo-node"
+    if argv[:1] == [os.path.join(scripts, "y")]:
+        return "y"
     module = argv[2] if argv[:2] == [sys.executable, "-m"] and len(argv) > 2 else None
     if module == "sim_plant_node" and argv[3:4] != ["arm-step"]:
         return "sim-plant"
@@ -79,6 +82,10 @@ def entry(argv: Sequence[str]) -> tuple[Callable[[], Any], list[str], str]:
         from servo_node.cli import main as servo_node
 
         return servo_node, list(argv), os.path.dirname(sys.executable)
+    if command == "y":
+        from yakut import main as yakut
+
+        return yakut, list(argv), os.path.dirname(sys.executable)
     if command == "sim-plant":
         import sim_plant_node
 
@@ -97,6 +104,7 @@ def _preload() -> None:
     from cyphal_common import dsdl
 
     dsdl.ensure_compiled()
+    import yakut.main  # noqa: F401
     from numba.core.registry import cpu_target
 
     import servo_node.cli
@@ -194,15 +202,17 @@ def adopt_orphans() -> None:
 
 class ForkedProcess(subprocess.Popen[str]):
     """A command the fork server started, as the :class:`subprocess.Popen` of a child of this process (it is one:
-    adopted, :func:`adopt_orphans`); ``stdout`` is its output pipe if it has one."""
+    adopted, :func:`adopt_orphans`); ``stdout`` (and ``stderr``) its output pipes if it has them."""
 
-    def __init__(self, args: list[str], pid: int, stdout: io.TextIOWrapper | None) -> None:
+    def __init__(
+        self, args: list[str], pid: int, stdout: io.TextIOWrapper | None, stderr: io.TextIOWrapper | None = None
+    ) -> None:
         # No super().__init__(): that would start a process. These are the attributes Popen's methods use on POSIX.
         self.args = args
         self.pid = pid
         self.stdin = None
         self.stdout = stdout
-        self.stderr = None
+        self.stderr = stderr
         self.returncode = None
         self.encoding = None
         self.errors = None
@@ -261,32 +271,41 @@ class ForkServer:
                 return False
             return True
 
-    def start(self, args: list[str], env: Mapping[str, str], cwd: Path | None, stdout_fd: int | None) -> ForkedProcess:
-        """Fork the command (:meth:`serves` must hold): stdin /dev/null, stdout and stderr into ``stdout_fd`` or a
-        new pipe (the process's ``stdout``)."""
+    def start(
+        self, args: list[str], env: Mapping[str, str], cwd: Path | None, stdout_fd: int | None, stderr: bool = False
+    ) -> ForkedProcess:
+        """Fork the command (:meth:`serves` must hold): stdin /dev/null, stdout into ``stdout_fd`` or a new pipe (the
+        process's ``stdout``), stderr with it or, if ``stderr``, into a pipe of its own (``stderr``)."""
         with self._lock:
             self._ensure_running()
-            pipe: tuple[int, int] | None = None
+            own_stdout = stdout_fd is None
+            pipes: list[tuple[int, int]] = []
             if stdout_fd is None:
-                pipe = os.pipe()
-                stdout_fd = pipe[1]
+                pipes.append(os.pipe())
+                stdout_fd = pipes[0][1]
+            stderr_fd = stdout_fd
+            if stderr:
+                pipes.append(os.pipe())
+                stderr_fd = pipes[-1][1]
             devnull = os.open(os.devnull, os.O_RDONLY)
             job = Job(list(args), dict(env), str(cwd or os.getcwd()), os.getpriority(os.PRIO_PROCESS, 0))
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
                     conn.connect(self._socket)
-                    socket.send_fds(conn, [json.dumps(job.__dict__).encode()], [devnull, stdout_fd, stdout_fd])
+                    socket.send_fds(conn, [json.dumps(job.__dict__).encode()], [devnull, stdout_fd, stderr_fd])
                     pid = int(conn.recv(32) or b"0")
             finally:
                 os.close(devnull)
-                if pipe is not None:
-                    os.close(pipe[1])
+                for _, w in pipes:
+                    os.close(w)
             if pid <= 0:
-                if pipe is not None:
-                    os.close(pipe[0])
+                for r, _ in pipes:
+                    os.close(r)
                 raise RuntimeError(f"the fork server could not start {args}")
-            out = io.TextIOWrapper(open(pipe[0], "rb")) if pipe is not None else None
-            return ForkedProcess(list(args), pid, out)
+            readers = [io.TextIOWrapper(open(r, "rb")) for r, _ in pipes]
+            out = readers.pop(0) if own_stdout else None
+            err = readers.pop(0) if stderr else None
+            return ForkedProcess(list(args), pid, out, err)
 
     def close(self) -> None:
         """End the server (the commands it started are the test's children and end as the test ends them)."""

@@ -1,8 +1,8 @@
 """Real processes for scenario tests: the ``servo-node`` and ``sim-plant`` commands, and the ``y`` (yakut) CLI.
 
-Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` variables. Our own commands start as
-forks of this process's fork server where they can (:func:`start`, :mod:`tests.forkserver`), everything else as a new
-interpreter.
+Everything talks over UDP on 127.0.0.1 unless a test passes other ``UAVCAN__*`` variables. Our own commands and
+yakut start as forks of this process's fork server where they can (:func:`start`, :func:`run`,
+:mod:`tests.forkserver`), everything else as a new interpreter.
 """
 
 from __future__ import annotations
@@ -63,10 +63,27 @@ def y(
     """
     e = {k: v for k, v in (env if env is not None else base_env()).items() if not k.startswith(("SERVO__", "SIM__"))}
     e["UAVCAN__NODE__ID"] = str(client_id if client_id is not None else next(_CLIENT_POOL))
-    res = subprocess.run([str(BIN / "y"), *args], env=e, capture_output=True, text=True, timeout=timeout)
+    res = run([str(BIN / "y"), *args], e, timeout)
     if check and res.returncode != 0:
         raise AssertionError(f"y {' '.join(args)} -> {res.returncode}\nstdout: {res.stdout}\nstderr: {res.stderr}")
     return res.stdout
+
+
+def run(args: list[str], env: Mapping[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a command to its end, its stdout and stderr captured apart (:func:`subprocess.run`); a fork of the fork
+    server where it serves the command (:func:`start`). Past ``timeout`` it is killed and TimeoutExpired raised."""
+    server = fork_server()
+    if not server.serves(args, env):
+        return subprocess.run(args, env=dict(env), capture_output=True, text=True, timeout=timeout)
+    proc = server.start(args, env, None, None, stderr=True)
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def read_register(node_id: int, name: str, env: Mapping[str, str] | None = None) -> Any:
@@ -100,9 +117,9 @@ def start(
     """Start a background process: no stdin; stdout and stderr together into a pipe, or into the file ``log``
     (never a pipe nobody reads, which would block a long-running process once it fills).
 
-    ``servo-node``, ``sim-plant`` and ``servo-coord`` with the tests' usual environment are forks of this process's
-    fork server (:mod:`tests.forkserver`: the same process at a quarter of the CPU of a new interpreter's start);
-    any other command, or one with another environment, is a new process."""
+    ``servo-node``, ``sim-plant``, ``servo-coord`` and ``y`` with the tests' usual environment are forks of this
+    process's fork server (:mod:`tests.forkserver`: the same process at a quarter of the CPU of a new interpreter's
+    start, a fifth for yakut); any other command, or one with another environment, is a new process."""
     out: Any = subprocess.PIPE if log is None else log.open("w")
     try:
         server = fork_server()

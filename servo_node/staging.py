@@ -17,7 +17,9 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
   before the setpoint that was received just before it waits for it; if none comes it lapses (refused, once the
   deadman has passed after its instant).
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
-  pending (a repeat must not start it early).
+  pending (a repeat must not start it early). A repeat of the start just obeyed (same node, same instant) is
+  ignored: a coordinator sends its first start twice (``servo_node.coord``: on CAN a restarted sender's first
+  transfer can be taken for its former self's last).
 
 Pure logic on an injected clock [second, the loop's clock]; :mod:`.axis` feeds it.
 """
@@ -67,7 +69,8 @@ class Staging:
         self._staged_at = -math.inf
         self._staged_by: int | None = None
         self._staged_first = -math.inf  # The first reception of the staged setpoint (its repeats keep it).
-        self._start_at = -math.inf
+        self._start_at = -math.inf  # The instant of the last start obeyed, and its sender.
+        self._started_by: int | None = None
         self._pending: _Pending | None = None
 
     def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None, source: int | None) -> Start | float | None:
@@ -77,7 +80,7 @@ class Staging:
             return max(at_s, self._start_at)
         p = self._pending
         if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
-            self.staged, self._start_at, self._pending = None, p.at_s, None
+            self.staged, self._start_at, self._started_by, self._pending = None, p.at_s, p.source, None
             return Start(sp, p.at_s, at_s)
         if sp != self.staged or source != self._staged_by:
             self._staged_first = at_s  # A repeat keeps its first reception: the one a start must come after.
@@ -94,6 +97,8 @@ class Staging:
         if now_s - at_s > self.deadman_s:
             return f"start {now_s - at_s:.3f} s in the past: older than the deadman"
         sp = self.staged
+        if sp is None and at_s == self._start_at and source == self._started_by:
+            return None  # The start just obeyed, again: nothing to release, nothing to wait for.
         if sp is not None and now_s - self._staged_at > self.deadman_s:
             self.staged = sp = None
         if sp is not None and self._staged_first > now_s + REORDER_S:
@@ -106,7 +111,7 @@ class Staging:
                 return None
             return "no staged setpoint"
         self.staged, self._pending = None, None
-        self._start_at = at_s
+        self._start_at, self._started_by = at_s, source
         return Start(sp, at_s, self._staged_at)
 
     def lapsed(self, now_s: float) -> str | None:

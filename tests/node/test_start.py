@@ -42,6 +42,21 @@ def test_staging_releases_only_a_fresh_setpoint_within_the_lead() -> None:
     assert s.offer(_sp(2.0), 3.0, _sp(1.0), COORD) is None  # The lapsed start releases nothing.
 
 
+def test_a_repeat_of_the_start_just_obeyed_is_ignored() -> None:
+    """A coordinator sends its first start twice (``servo_node.coord``): the copy releases nothing, waits for
+    nothing (so nothing lapses into a refusal), and is not refused when it arrives after its instant."""
+    s = Staging(DEADMAN_S)
+    assert s.offer(_sp(1.0), 1.0, None, COORD) is None
+    started = s.start(1.05, 1.01, COORD)
+    assert started is not None and not isinstance(started, str) and started.at_s == 1.05
+    assert s.start(1.05, 1.011, COORD) is None
+    assert s.start(1.05, 1.06, COORD) is None  # After its instant: not "no staged setpoint".
+    assert s.lapsed(1.05 + 2 * DEADMAN_S) is None
+    assert s.offer(_sp(2.0), 2.0, _sp(1.0), COORD) is None  # The next setpoint is staged, as before.
+    released = s.start(2.05, 2.01, COORD)
+    assert released is not None and not isinstance(released, str) and released.setpoint == _sp(2.0)
+
+
 def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
     """Setpoint and start travel on different subjects, handled by different tasks: their order is not kept."""
     s = Staging(DEADMAN_S)

@@ -38,3 +38,36 @@ async def test_a_publisher_restarted_within_the_transfer_id_timeout_is_heard() -
     transfer-IDs 0, 1, 2 for repeats and drops them (what lost a coordinator's move run again at once)."""
     assert await _run_twice(fresh_ids=True) == [1.0] * 3 + [2.0] * 3
     assert await _run_twice(fresh_ids=False) == [1.0] * 3
+
+
+async def _call_twice(fresh_ids: bool) -> list[bool]:
+    """A client node calls a server and closes; a new one with the same node-ID calls again at once."""
+    import uavcan.node
+
+    server_side = Presentation(UDPTransport("127.0.0.1", local_node_id=RECEIVER))
+    server = server_side.get_server_with_fixed_service_id(uavcan.node.GetInfo_1_0)
+
+    async def serve(_req: object, _meta: object) -> uavcan.node.GetInfo_1_0.Response:
+        return uavcan.node.GetInfo_1_0.Response(name="server")
+
+    server.serve_in_background(serve)
+    answered: list[bool] = []
+    try:
+        for _ in range(2):
+            tx = Presentation(UDPTransport("127.0.0.1", local_node_id=SENDER))
+            client = tx.make_client_with_fixed_service_id(uavcan.node.GetInfo_1_0, RECEIVER)
+            client.response_timeout = 0.5
+            if fresh_ids:
+                continue_after_restart(client)
+            answered.append(await client.call(uavcan.node.GetInfo_1_0.Request()) is not None)
+            tx.close()
+    finally:
+        server_side.close()
+    return answered
+
+
+async def test_a_client_restarted_within_the_transfer_id_timeout_is_answered() -> None:
+    """A coordinator run again at once reads the servos' registers: its requests' transfer-IDs continue too.
+    Without it, the server takes the second request (transfer-ID 0 again) for a repeat and never answers."""
+    assert await _call_twice(fresh_ids=True) == [True, True]
+    assert await _call_twice(fresh_ids=False) == [True, False]

@@ -107,7 +107,7 @@ class Coordinator:
         self.start_path = ""
         self.start_lead_s = start_lead_s
         self._start_pub: Any = None
-        self._first_sends = {"burst", "start"}  # Sent twice the first time (see _burst).
+        self._first_sends = {"burst", "start"}  # Not sent yet in this session: the first goes twice (see _burst).
         self._start_checked = False
         self._timesync: Any = None
         self._env = dict(os.environ if environment is None else environment)
@@ -367,11 +367,15 @@ class Coordinator:
         drops a first transfer whose transfer-ID equals the last it took from that node, one in 32. A dropped first
         setpoint left its axis without a staged setpoint when the start came, and it never moved. The copy is the
         next transfer-ID, which the receiver takes; a node ignores a repeated setpoint or start."""
-        times = 2 if "burst" in self._first_sends else 1
-        self._first_sends.discard("burst")
-        for _ in range(times):
+        for _ in range(self._copies("burst")):
             for pub, msg in zip(self._pubs, msgs, strict=True):
                 await pub.publish(msg)
+
+    def _copies(self, kind: str) -> int:
+        """How many times to send this ``kind`` ("burst" or "start"): twice the session's first, then once."""
+        first = kind in self._first_sends
+        self._first_sends.discard(kind)
+        return 2 if first else 1
 
     async def _start_subjects(self) -> list[int | None]:
         """Each axis's ``uavcan.sub.motion_start.id`` (None: unset or unreadable)."""
@@ -434,9 +438,7 @@ class Coordinator:
         import uavcan.time
 
         msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
-        times = 2 if "start" in self._first_sends else 1  # The first twice, as the first burst (see _burst).
-        self._first_sends.discard("start")
-        for _ in range(times):
+        for _ in range(self._copies("start")):  # The first twice, as the first burst (see _burst).
             await self._start_pub.publish(msg)
 
     async def _measure(self, plan: SyncPlan, motions: list[AxisMotion], wire: list[ProfileLimits],

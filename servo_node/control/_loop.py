@@ -100,7 +100,7 @@ class LoopConfig:
         cfg[L.K_FE_WINDOW] = self.following_error_window
         cfg[L.K_FE_TIME] = self.following_error_time_s
         cfg[L.K_DEADMAN] = self.deadman_timeout_s
-        cfg[L.K_REST_TIME] = max(2.0, math.ceil(self.rest_time_s * self.rate_hz)) / self.rate_hz
+        cfg[L.K_REST_TIME] = self.rest_hold_s
         cfg[L.K_COMPENSATE] = 1.0 if self.compensation else 0.0
         cfg[L.K_DRIVE_PERIOD] = self.drive_period_s
         return cfg
@@ -117,8 +117,13 @@ class LoopConfig:
         j_s = min(self.stop_jerk, env.jerk)
         ramp = (env.acceleration + a_s) / j_s
         v_peak = env.velocity + env.acceleration**2 / (2.0 * j_s)
-        rest_ticks = max(2.0, math.ceil(self.rest_time_s * self.rate_hz)) + 2.0
-        return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + rest_ticks / self.rate_hz
+        return ramp + v_peak / a_s + a_s / j_s + self.stop_hold_max_s + self.rest_hold_s + 2.0 / self.rate_hz
+
+    @property
+    def rest_hold_s(self) -> float:
+        """How long a stop's hold must measure the joint at rest: ``rest_time_s`` in whole loop periods, at least
+        two."""
+        return max(2.0, math.ceil(self.rest_time_s * self.rate_hz)) / self.rate_hz
 
 
 class LoopSample(NamedTuple):

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from cyphal_common.tasks import cancel_and_wait
+from cyphal_common.tasks import cancel_and_wait, gather_all
 
 from ._axes import CoordError
 from ._measure import progress_deviation
@@ -218,7 +218,7 @@ class PathRunner:
         """Mid-segment: every moving axis runs this segment's plan (its t0 and T recorded), else a fault."""
         coord, res = self.coord, self.results[k]
         await asyncio.sleep(max(0.0, res.start_at - coord.sync_now() + 0.5 * res.segment.duration))
-        reports = await asyncio.gather(*(coord.motion(i) for i in range(len(coord.axes))))
+        reports = await gather_all(coord.motion(i) for i in range(len(coord.axes)))
         for ax, rep, pred, moving in zip(coord.axes, reports, res.segment.predicted, res._moving, strict=True):
             pl = rep.get("plan", {})
             t0, T = float(pl.get("t0", math.nan)), float(pl.get("T", math.nan))

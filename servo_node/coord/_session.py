@@ -48,7 +48,8 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from cyphal_common.tasks import cancel_and_wait
+from cyphal_common.register_reads import READ_TIMEOUTS_S, read_register
+from cyphal_common.tasks import cancel_and_wait, gather_all
 from servo_node.setpoint import ProfileLimits
 
 from ._axes import Axis, CoordError
@@ -150,7 +151,6 @@ class Coordinator:
             continue_after_restart(pub)  # A move run again at once must not be taken for a repeat of the last.
             self._pubs.append(pub)
             client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
-            client.response_timeout = 1.0
             continue_after_restart(client)  # …nor its register reads (a server drops a repeated request unanswered).
             self._clients.append(client)
         node.start()
@@ -212,27 +212,21 @@ class Coordinator:
     # ---------------------------------------------------------------- bus reads
 
     async def read_register(self, i: int, name: str) -> Any:
-        """A register of axis ``i``: a string, or a list of floats; raises :class:`CoordError` if unanswered."""
-        import uavcan.register
-        from pycyphal.application.register import ValueProxy
-
-        for _ in range(3):
-            res = await self._clients[i].call(uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name)))
-            if res is not None:
-                break
-        else:
-            raise CoordError(f"{self.axes[i].label}: no answer to a read of {name}")
-        value = res[0].value
-        if value.empty is not None:
+        """A register of axis ``i``: a string, or a list of floats; raises :class:`CoordError` if unanswered
+        (:func:`~cyphal_common.register_reads.read_register`) or absent."""
+        answer = await read_register(self._clients[i], name)
+        if answer is None:
+            raise CoordError(f"{self.axes[i].label}: no answer to a read of {name} within {sum(READ_TIMEOUTS_S):g} s "
+                             f"({len(READ_TIMEOUTS_S)} requests): is the node up, and is this host keeping up with "
+                             f"the bus?")
+        if answer.value is None:
             raise CoordError(f"{self.axes[i].label}: no register {name}")
-        if value.string is not None:
-            return value.string.value.tobytes().decode()
-        return list(ValueProxy(value).floats)
+        return answer.value
 
     async def limits(self, i: int) -> ProfileLimits:
         """Axis ``i``'s default profile limits (its ``servo.profile.*`` registers)."""
-        v, a, j = await asyncio.gather(*(self.read_register(i, f"servo.profile.{n}")
-                                         for n in ("velocity", "acceleration", "jerk")))
+        names = ("velocity", "acceleration", "jerk")
+        v, a, j = await gather_all(self.read_register(i, f"servo.profile.{n}") for n in names)
         return ProfileLimits(v[0], v[1], a[0], a[1], j[0])
 
     async def motion(self, i: int) -> dict[str, Any]:
@@ -336,9 +330,9 @@ class Coordinator:
     async def axes_info(self) -> AxesInfo:
         """What a move needs to know of every axis (read once per move or path), after checking the start subject."""
         n = len(self.axes)
-        limits = await asyncio.gather(*(self.limits(i) for i in range(n)))
-        deadman = await asyncio.gather(*(self.read_register(i, "servo.deadman_timeout") for i in range(n)))
-        tolerance = await asyncio.gather(*(self.read_register(i, "servo.arrival_tolerance") for i in range(n)))
+        limits = await gather_all(self.limits(i) for i in range(n))
+        deadman = await gather_all(self.read_register(i, "servo.deadman_timeout") for i in range(n))
+        tolerance = await gather_all(self.read_register(i, "servo.arrival_tolerance") for i in range(n))
         await self._check_start_subject()
         return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0))
 
@@ -347,7 +341,7 @@ class Coordinator:
         engaged axis at rest from its reference (what the node itself plans from, not the residual off it)."""
         self._start_dynamics()
         states = await self.states()
-        references = await asyncio.gather(*(self.read_register(i, "sys.reference") for i in range(len(self.axes))))
+        references = await gather_all(self.read_register(i, "sys.reference") for i in range(len(self.axes)))
         out = []
         for (_, p, v, a), ref in zip(states, references, strict=True):
             if abs(v) < REST_VELOCITY and abs(a) < 100 * REST_VELOCITY:
@@ -387,7 +381,7 @@ class Coordinator:
                 return None
             return int(v[0]) if v and int(v[0]) <= MAX_SUBJECT_ID else None
 
-        return list(await asyncio.gather(*(port_id(i) for i in range(len(self.axes)))))
+        return await gather_all(port_id(i) for i in range(len(self.axes)))
 
     async def _choose_start(self) -> None:
         """Settle :attr:`start_subject` and :attr:`start_path` from the request: given, found on every axis, or
@@ -446,7 +440,7 @@ class Coordinator:
                        lead_s: float) -> MoveResult:
         from servo_node.otg import plan as otg_plan
 
-        reports = await asyncio.gather(*(self.motion(i) for i in range(len(self.axes))))
+        reports = await gather_all(self.motion(i) for i in range(len(self.axes)))
         recorded = self._recorders is not None
         recs = self._recorders or [Recorder() for _ in self.axes]
         self._recorders = None

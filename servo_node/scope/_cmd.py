@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--subject", type=_subject, action="append", required=True, metavar="SUBJECT_ID[:LABEL]",
                     help="a dynamics subject to record (repeatable)")
     ap.add_argument("--window", type=float, default=None, metavar="SECONDS",
-                    help="record this long (default: until Ctrl-C)")
+                    help="record this long of the nodes' own time, as their samples are stamped "
+                         "(default: until Ctrl-C)")
     ap.add_argument("-o", "--output", default="scope.csv", help="CSV file [default scope.csv]")
     ap.add_argument("--plot", default=None, metavar="FILE.png|FILE.svg",
                     help="also draw the figure (needs matplotlib: the 'plot' extra)")

@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cyphal_common.register_reads import read_register
 from cyphal_common.tasks import cancel_and_wait
 
 from ._trace import Trace
@@ -27,9 +29,9 @@ from ._trace import Trace
 _logger = logging.getLogger(__name__)
 
 
-READ_ATTEMPTS = 3
-"""Register reads are tried this often (``response_timeout`` each) before a value counts as missing."""
-
+WINDOW_GRACE_S = 2.0
+"""A windowed recording waits this long past its window's end on this host's clock for the nodes' last samples
+(their stamps past the window) before it ends without them (a node that stopped publishing) [second]."""
 
 class ScopeError(RuntimeError):
     """The scope cannot run: no transport, a bad subject."""
@@ -62,6 +64,10 @@ class ScopeRecorder:
         self._labels: dict[tuple[int, int | None], str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.received = 0
+        self._window_end = math.inf
+        """Samples stamped after this [second, system clock] are not recorded (:meth:`record`)."""
+        self._past_window: set[str] = set()
+        self._window_done = asyncio.Event()
 
     @property
     def anonymous(self) -> bool:
@@ -113,13 +119,22 @@ class ScopeRecorder:
         await self.aclose()
 
     async def record(self, window_s: float | None, stop: asyncio.Event | None = None) -> Trace:
-        """Record for ``window_s`` seconds (None: until ``stop`` is set), then return the trace."""
+        """Record ``window_s`` seconds of the nodes' time from now (None: until ``stop`` is set), then return the trace.
+
+        The window is judged on the samples' own stamps (the nodes' system clocks), not on when this process gets to
+        read them: a recorder that falls behind a busy bus still records the whole window, then ends once every
+        axis has sent a sample past it (or :data:`WINDOW_GRACE_S` after the window on this host's clock)."""
         await self.start()
         stop = stop or asyncio.Event()
+        waits = [asyncio.create_task(stop.wait())]
+        if window_s is not None:
+            self._window_end = time.time() + window_s
+            waits.append(asyncio.create_task(self._window_done.wait()))
         try:
-            await asyncio.wait_for(stop.wait(), window_s)
-        except TimeoutError:
-            pass
+            await asyncio.wait(waits, timeout=None if window_s is None else window_s + WINDOW_GRACE_S,
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            await cancel_and_wait(waits)
         return self.trace
 
     # ---------------------------------------------------------------- receptions
@@ -139,10 +154,15 @@ class ScopeRecorder:
         async def handler(msg: Any, meta: Any) -> None:
             self.received += 1
             label = self._label(subject, given, meta.source_node_id)
+            t = msg.timestamp.microsecond * 1e-6
+            if t > self._window_end:
+                self._past_window.add(label)
+                if self._past_window >= set(self._labels.values()):
+                    self._window_done.set()
+                return
             kin = msg.value.kinematics
-            self.trace.axis(label).measured.add(msg.timestamp.microsecond * 1e-6, float(kin.base.position),
-                                                float(kin.base.velocity), float(kin.acceleration),
-                                                float(msg.value.force))
+            self.trace.axis(label).measured.add(t, float(kin.base.position), float(kin.base.velocity),
+                                                float(kin.acceleration), float(msg.value.force))
 
         return handler
 
@@ -152,31 +172,14 @@ class ScopeRecorder:
         import uavcan.register
 
         if node_id not in self._clients:
-            client = self._presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0, node_id)
-            client.response_timeout = 0.5
-            self._clients[node_id] = client
+            self._clients[node_id] = self._presentation.make_client_with_fixed_service_id(uavcan.register.Access_1_0,
+                                                                                          node_id)
         return self._clients[node_id]
 
     async def _read(self, node_id: int, name: str) -> tuple[Any, float]:
         """(value: string or list of floats or None, system time of the read's middle)."""
-        import uavcan.register
-        from pycyphal.application.register import ValueProxy
-
-        request = uavcan.register.Access_1_0.Request(name=uavcan.register.Name_1_0(name))
-        for _ in range(READ_ATTEMPTS):
-            t0 = time.time()
-            res = await self._client(node_id).call(request)
-            t_mid = 0.5 * (t0 + time.time())
-            if res is not None:
-                break
-        if res is None:
-            return None, t_mid
-        value = res[0].value
-        if value.empty is not None:
-            return None, t_mid
-        if value.string is not None:
-            return value.string.value.tobytes().decode(), t_mid
-        return list(ValueProxy(value).floats), t_mid
+        answer = await read_register(self._client(node_id), name)
+        return (None, time.time()) if answer is None else (answer.value, answer.at_s)
 
     async def _first_sight(self, node_id: int, label: str) -> None:
         """The node's unit and default limits, once."""

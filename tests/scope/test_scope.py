@@ -140,3 +140,29 @@ def test_csv_round_trip(tmp_path: Path) -> None:
     assert math.isnan(x.measured.columns["acceleration"][1])
     assert x.reference.columns["velocity"] == [2.1]
     assert x.limits.columns["f_max"] == [5.0]
+
+
+def test_a_scope_held_up_still_records_its_whole_window(tmp_path: Path) -> None:
+    """A recorder whose process is held up (a busy host) records the whole window of the nodes' time all the same:
+    the window is judged on the samples' own stamps, and the samples queued meanwhile are read after it. Here the
+    scope is stopped (SIGSTOP) from 0.2 s into a 1 s window until past its end: judged on this host's clock, the
+    window had passed when it ran again and it kept the 0.2 s it had read."""
+    window_s, rate_hz = 1.0, 50.0  # A node at rest ticks at 100 Hz (servo_node.control._kernel.idle).
+    env = base_env(UAVCAN__NODE__ID=str(NODE_ID), UAVCAN__PUB__DYNAMICS__ID=str(DYNAMICS),
+                   SERVO__DYNAMICS_RATE=str(rate_hz))
+    csv, png = tmp_path / "w.csv", tmp_path / "w.png"
+    with Processes() as group:
+        group.servo_nodes((env, tmp_path / "servo.db", NODE_ID))
+        with popen(*_scope(SCOPE_IDS[0], csv, png, [sys.executable, "-c", NO_MATPLOTLIB], "--poll-rate", "0",
+                           "--window", str(window_s))) as scope:
+            assert scope.stdout is not None
+            assert "recording" in scope.stdout.readline()
+            time.sleep(0.2)
+            scope.send_signal(signal.SIGSTOP)
+            time.sleep(window_s + 0.3)
+            scope.send_signal(signal.SIGCONT)
+            assert scope.wait(30) == 0, stop(scope)
+    t = np.asarray(read_csv(csv).axes["joint"].measured.t)
+    span = float(t[-1] - t[0]) if len(t) else 0.0
+    print(f"{len(t)} samples over {span:.3f} s of the node's time, longest gap {np.diff(t).max(initial=0.0):.3f} s")
+    assert len(t) >= 0.9 * rate_hz * window_s and span >= 0.95 * window_s

@@ -6,10 +6,10 @@ STAMP  := $(VENV)/.installed
 PACKAGES := $(VENV)/.packages
 PHASE  := bash .ci/phase
 # pytest-xdist workers: 4 on 2 cores, one of them running the timing scenarios one at a time (tests/conftest.py
-# BUS_SCENARIOS), one those that mostly wait (LIGHT_BUS_SCENARIOS), one the packaging tests, and all then the tests
-# that only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in the collection's order,
-# hence --no-loadscope-reorder); each worker runs on a network namespace of its own (tests/isolation.py), which
-# needs root: serial otherwise.
+# BUS_SCENARIOS, real-time where permitted), one those that mostly wait (LIGHT_BUS_SCENARIOS), one the packaging tests,
+# and all then the tests that only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in
+# the collection's order, hence --no-loadscope-reorder); each worker runs on a network namespace of its own
+# (tests/isolation.py), which needs root: serial otherwise.
 WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 4 || echo 0)
 
 .PHONY: demo test lint bench clean dsdl-env hanoi install packages
@@ -35,20 +35,19 @@ demo: $(STAMP)
 	$(BIN)/servo-node demo
 
 ## Lint, type-check and run the whole test suite.
-## The warm-up (numba: both cores for its first seconds, then one), the packages' bytecode (then the DSDL) and the
-## lint start side by side, in that order of priority (niceness 0, 5, 10): the timing stream's tests wait for the
-## warm-up's kernels, and its chain of compilations (the OTG and the joint, then the loop) needs a core of its own.
-## pytest starts once the bytecode and the DSDL are there (each of its processes would compile the DSDL otherwise),
-## its workers collecting at niceness 15, while the lint goes on and the warm-up compiles its last and longest part
-## (the control loop's kernels, about 20 s on one core): the tests that do not run them go first, the others wait for
-## the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The lint's and the warm-up's output follow
-## pytest's; any of the three failing fails the target.
+## The warm-up (numba's kernels), the packages' bytecode (then the DSDL) and the lint start side by side, all at the
+## niceness they were given (a user's other work shares the cores fairly with them). pytest starts once the bytecode
+## and the DSDL are there (each of its processes would compile the DSDL otherwise), while the lint goes on and the
+## warm-up compiles its last and longest part (the control loop's kernels): the tests that do not run them go first,
+## the others wait for the warm-up's status (tests/conftest.py WITHOUT_LOOP_KERNELS). The timing scenarios run
+## their processes under SCHED_FIFO where permitted (tests/procs.py), as a deployment runs a machine's motion
+## processes. The lint's and the warm-up's output follow pytest's; any of the three failing fails the target.
 test: $(PACKAGES)
 	rm -f $(VENV)/warmup.status; \
 	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; \
 	    echo $$? >$(VENV)/warmup.status.new; mv $(VENV)/warmup.status.new $(VENV)/warmup.status; } & warm=$$!; \
-	  $(PHASE) lint nice -n 10 $(MAKE) --no-print-directory lint >$(VENV)/lint.log 2>&1 & lint=$$!; \
-	  $(PHASE) bytecode+dsdl nice -n 5 sh -c '$(MAKE) --no-print-directory $(STAMP) && $(BIN)/servo-node dsdl-env >/dev/null'; \
+	  $(PHASE) lint $(MAKE) --no-print-directory lint >$(VENV)/lint.log 2>&1 & lint=$$!; \
+	  $(PHASE) bytecode+dsdl sh -c '$(MAKE) --no-print-directory $(STAMP) && $(BIN)/servo-node dsdl-env >/dev/null'; \
 	  tested=$$?; \
 	  if [ $$tested = 0 ]; then \
 	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \

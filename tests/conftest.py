@@ -24,14 +24,12 @@ BUS_SCENARIOS = (
     "tests/multihost/",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
-rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands: in the
-``bus-late`` stream, whose nodes are not real-time, it fell behind and the servo rightly saw a following error, and
-in the ``bus-light`` stream, in a run under coverage, the servo stopped it 0.68 short of its target). They run one at
-a time, on one worker (xdist group ``bus``), from the start of the run, their nodes real-time where permitted, while
-the other workers run the tests that only compute or whose processes only need to answer, not to keep time (broken
-register files, refused writes, frames across processes): two halves of this stream at once beside the computing
-tests starved each other's real-time nodes (a dozen timing verdicts failed with three free workers on two cores,
-three with four). Every test here runs the control loop's kernels: the stream starts once the warm-up has compiled them
+rest; ``test_trust``'s drive is a thread of the test process that integrates the servo's commands). They run one at
+a time, on one worker (xdist group ``bus``), from the start of the run, as a deployment runs a machine's motion
+processes: the nodes under SCHED_FIFO (``procs.realtime``), the test's own process and what it starts (a
+coordinator, a scope, yakut, a drive) just below them (``procs.scenario_realtime``), where permitted (root). The
+other workers, and whatever else the machine runs, then take the cores only when the scenario does not need them.
+Every test here runs the control loop's kernels: the stream starts once the warm-up has compiled them
 (:data:`WITHOUT_LOOP_KERNELS`); the ``sim-plant`` scenarios, which do not, run in ``bus-light`` meanwhile."""
 
 LIGHT_BUS_SCENARIOS = (
@@ -51,8 +49,7 @@ quick-stopping or gravity-loaded joint of ``sim-plant``, the emulated CiA 402 dr
 signal's safe stop on the stepped clock, a recording, the UDRAL face's moves), not computing much: under 0.7
 core-seconds per second of their own (the UDRAL face, with its yakut processes, is the heaviest; when every node start
 cost a second of CPU, it slowed the coordination scenarios beside it from 14 s to 21 s). They run one at a time on a
-worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, their nodes real-time where permitted as its
-are, and take from that stream what it would otherwise wait through; those without the loop's kernels first, while
+worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, real-time where permitted as its are, and take from that stream what it would otherwise wait through; those without the loop's kernels first, while
 the warm-up compiles them."""
 
 LATE_BUS_SCENARIOS = (
@@ -155,20 +152,13 @@ def _await_warm_up(item: pytest.Item) -> None:
     _warm = True
 
 
-COMPUTE_NICE = 15
-"""A parallel worker runs the tests that only compute at this niceness (and bus scenarios at 0): when both run at
-once, the scenario's processes get the cores they need (CFS weights about 1:30), the computing ones the rest."""
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     _await_warm_up(item)
-    procs.realtime_permitted = _stream(item) in ("bus", "bus-light")  # Only timing verdicts need real-time nodes.
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        try:
-            os.setpriority(os.PRIO_PROCESS, 0, 0 if item.nodeid.startswith(SCENARIOS) else COMPUTE_NICE)
-        except OSError:  # Lowering the niceness again needs root: then everything stays as it is.
-            pass
+    # Only timing verdicts need real-time processes: the scenario's nodes (procs.realtime), and the test's own
+    # process with what it starts (procs.scenario_realtime). Everything else runs as the user's other work does.
+    procs.realtime_permitted = _stream(item) in ("bus", "bus-light")
+    procs.scenario_realtime(procs.realtime_permitted)
 
 
 @pytest.hookimpl(tryfirst=True)  # Before pytest-xdist's own hook turns the groups into node-ID suffixes.
@@ -198,9 +188,6 @@ def pytest_configure(config: pytest.Config) -> None:
             isolation.isolate()
         except OSError as ex:
             pytest.exit(f"a parallel run needs each worker on a network of its own (root): {ex}; run with -n 0", 2)
-        # The collection (importing and rewriting every test module, about 4 s of CPU in each worker) at the computing
-        # tests' niceness: the warm-up beside it compiles the kernels that the timing stream waits for.
-        os.setpriority(os.PRIO_PROCESS, 0, COMPUTE_NICE)
 
 
 invalidate_if_sources_changed()

@@ -45,12 +45,14 @@ _PR_SET_CHILD_SUBREAPER = 36
 
 @dataclass(frozen=True)
 class Job:
-    """One start: the command line, its environment, working directory and niceness."""
+    """One start: the command line, its environment, working directory, niceness and SCHED_FIFO priority (0: the
+    standard policy), as the test's process would pass them on to a child of its own."""
 
     argv: list[str]
     env: dict[str, str]
     cwd: str
     nice: int
+    fifo: int = 0
 
 
 def _command(argv: Sequence[str]) -> str | None:
@@ -122,8 +124,8 @@ def _preload() -> None:
 
 
 def _become(job: Job, fds: list[int]) -> Callable[[], Any]:
-    """In the command's process: its descriptors 0–2, directory, environment, niceness and default signals, its
-    ``sys.argv`` and ``sys.path[0]``; returns its ``main``."""
+    """In the command's process: its descriptors 0–2, directory, environment, niceness, scheduling policy and
+    default signals, its ``sys.argv`` and ``sys.path[0]``; returns its ``main``."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     for fd in fds:
@@ -136,6 +138,10 @@ def _become(job: Job, fds: list[int]) -> Callable[[], Any]:
     try:
         os.setpriority(os.PRIO_PROCESS, 0, job.nice)
     except OSError:  # Lowering the niceness needs root; the command then runs at the server's.
+        pass
+    try:  # Before the command starts any thread: its threads inherit the policy, as a new process's would.
+        os.sched_setscheduler(0, os.SCHED_FIFO if job.fifo else os.SCHED_OTHER, os.sched_param(job.fifo))
+    except OSError:  # Not permitted: the standard policy, as the server's.
         pass
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -198,6 +204,11 @@ def adopt_orphans() -> None:
     """Make this process the parent of every orphan among its descendants (Linux ``PR_SET_CHILD_SUBREAPER``)."""
     if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _fifo() -> int:
+    """The calling thread's SCHED_FIFO priority, 0 under any other policy."""
+    return os.sched_getparam(0).sched_priority if os.sched_getscheduler(0) == os.SCHED_FIFO else 0
 
 
 class ForkedProcess(subprocess.Popen[str]):
@@ -288,7 +299,7 @@ class ForkServer:
                 pipes.append(os.pipe())
                 stderr_fd = pipes[-1][1]
             devnull = os.open(os.devnull, os.O_RDONLY)
-            job = Job(list(args), dict(env), str(cwd or os.getcwd()), os.getpriority(os.PRIO_PROCESS, 0))
+            job = Job(list(args), dict(env), str(cwd or os.getcwd()), os.getpriority(os.PRIO_PROCESS, 0), _fifo())
             try:
                 with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
                     conn.connect(self._socket)

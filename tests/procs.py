@@ -292,6 +292,24 @@ thread waits for a core like any other beside the timing stream (CI measured 0.6
 Never early; the deadman's timing itself is the timing stream's verdict (``tests/system/test_closed_loop.py``)."""
 
 
+SCENARIO_PRIORITY = 5
+"""The SCHED_FIFO priority of a timing scenario's own process and of what it starts (a coordinator, a scope, yakut,
+a drive), below the servo nodes' (:func:`realtime`): as a deployment runs a machine's motion processes, so that a
+busy host (the suite's other workers, a user's other work) cannot starve the scenario's verdicts."""
+
+
+def scenario_realtime(on: bool) -> bool:
+    """The calling thread, the threads it starts and the processes it starts from now on (forks of the fork server
+    included) under SCHED_FIFO :data:`SCENARIO_PRIORITY` (``on``), or back under the standard policy; False if not
+    permitted (no root): everything then runs under the standard policy."""
+    try:
+        policy, priority = (os.SCHED_FIFO, SCENARIO_PRIORITY) if on else (os.SCHED_OTHER, 0)
+        os.sched_setscheduler(0, policy, os.sched_param(priority))
+    except OSError:
+        return False
+    return True
+
+
 def realtime(pid: int, priority: int = 10) -> bool:
     """Put every thread of process ``pid`` under SCHED_FIFO ``priority`` where the OS permits (root or
     CAP_SYS_NICE), as a real-time deployment runs a servo and its drive; False if not permitted (or not

@@ -49,8 +49,9 @@ quick-stopping or gravity-loaded joint of ``sim-plant``, the emulated CiA 402 dr
 signal's safe stop on the stepped clock, a recording, the UDRAL face's moves), not computing much: under 0.7
 core-seconds per second of their own (the UDRAL face, with its yakut processes, is the heaviest; when every node start
 cost a second of CPU, it slowed the coordination scenarios beside it from 14 s to 21 s). They run one at a time on a
-worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, real-time where permitted as its are, and take from that stream what it would otherwise wait through; those without the loop's kernels first, while
-the warm-up compiles them."""
+worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, real-time where permitted as its are, and
+take from that stream what it would otherwise wait through; those without the loop's kernels first, while the
+warm-up compiles them."""
 
 LATE_BUS_SCENARIOS = (
     "tests/fuzz/",

@@ -1,8 +1,8 @@
 """The coordinator's register reads when the answers come late (a host too busy to read its bus on time) and when a
 node is gone: a late answer is taken, a missing one is reported by name, and no read is left running or unretrieved.
 
-The servers are real pycyphal nodes on loopback UDP and udpmc CAN that answer ``uavcan.register.Access`` as a servo node does, one
-of them only after a delay: what a coordinator sees of a node whose answer waits behind a backlog.
+The servers are real pycyphal nodes on loopback UDP and udpmc CAN that answer ``uavcan.register.Access`` as a servo
+node does, one of them only after a delay: what a coordinator sees of a node whose answer waits behind a backlog.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import pytest
 from pycyphal.presentation import Presentation
 
 from cyphal_common.transport import make_transport
-
 from servo_node.coord._axes import Axis, CoordError
 from servo_node.coord._session import Coordinator
 

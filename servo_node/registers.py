@@ -108,6 +108,10 @@ Register                               Type          Default             Meaning
                                                                          errors, feedback faults, clipped commands,
                                                                          foreign drive messages, time master changes,
                                                                          uptime (``axis/_reports.events_view``)
+``sys.timing``                         string (ro)   —                   JSON: the control loop's ticks, ticks missed
+                                                                         (the host too busy for the loop), the largest
+                                                                         and the p99 lateness of a tick
+                                                                         (``axis/_reports.timing_view``)
 ``sys.drive``                          string (ro)   —                   JSON: the drive's own state, ``{}`` if the
                                                                          backend has none (its ``Drive.view``, e.g.
                                                                          ``drive/cia402/_units.drive_view``)
@@ -197,10 +201,12 @@ SYS_MOTION = "sys.motion"
 SYS_REFERENCE = "sys.reference"
 SYS_COUNTERS = "sys.counters"
 SYS_EVENTS = "sys.events"
+SYS_TIMING = "sys.timing"
 SYS_DRIVE = "sys.drive"
 SYS_LAST_REJECTION = "sys.last_rejection"
 SYS_MIMIC = "sys.mimic"
-REPORTS = (SYS_STATUS, SYS_MOTION, SYS_REFERENCE, SYS_COUNTERS, SYS_EVENTS, SYS_DRIVE, SYS_LAST_REJECTION)
+REPORTS = (SYS_STATUS, SYS_MOTION, SYS_REFERENCE, SYS_COUNTERS, SYS_EVENTS, SYS_TIMING, SYS_DRIVE,
+           SYS_LAST_REJECTION)
 """The read-only ``sys.*`` report registers every axis serves (see the module docstring for what each holds)."""
 FOLLOWER_REPORTS = (SYS_MIMIC,)
 """The ``sys.*`` report registers a follower (mimic) serves besides :data:`REPORTS`."""

@@ -1,4 +1,4 @@
-"""What an axis reports: the JSON register views (``sys.status``, ``sys.motion``, ``sys.counters``) and the messages
+"""What an axis reports: the JSON register views (``sys.status``, ``sys.motion``, ``sys.counters``, …) and the messages
 ``feedback``, ``status`` and ``dynamics``, built from a loop sample and the axis's state. Pure functions, no I/O.
 """
 
@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import zubax.physics.dynamics
 import zubax.physics.kinematics
 import zubax.service
@@ -169,6 +170,17 @@ def events_view(c: AxisCounters, e: EventCounts, uptime_s: float) -> dict[str, A
         "steps": _count(e.clock_steps),
         "uptime_s": min(round(uptime_s), COUNT_MAX),
     }
+
+
+def timing_view(s: LoopSample | None, lateness_s: np.ndarray) -> dict[str, Any]:
+    """``sys.timing``: the loop's ticks, the ticks it missed (due while its thread was more than a period late: a host
+    too busy for ``servo.loop_rate``), the largest lateness of a tick, and the p99 of its thread's recent wake-ups
+    (``lateness_s``, the latest 65,536) [millisecond]."""
+    if s is None:
+        return {"ticks": 0}
+    p99 = float(np.percentile(lateness_s, 99.0)) if len(lateness_s) else 0.0
+    return {"ticks": _count(s.ticks), "missed": _count(s.missed_ticks), "late_max_ms": round(s.late_max_s * 1e3, 3),
+            "late_p99_ms": round(p99 * 1e3, 3)}
 
 
 def reference_view(s: LoopSample | None) -> list[float]:

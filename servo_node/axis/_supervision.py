@@ -37,6 +37,10 @@ SUPERVISE_IDLE_PERIOD_S = 0.05
 error), so only reports can wait (the loop acts on its own faults and deadman in the tick). At 100 Hz, an idle
 one-axis node's passes cost about 2 % of a core [second]."""
 
+MISSED_REPORT_PERIOD_S = 10.0
+"""Missed ticks of the loop are reported by diagnostic at most this often, with the count since the last report
+(``sys.timing`` has every one) [second]."""
+
 REARM_POLL_S = 0.2
 """While the drive is in fault, ``servo.drive.rearm`` is looked at this often [second]."""
 
@@ -72,6 +76,8 @@ class Supervision:
         self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
         self._dynamics_period = math.inf
         self._seen_error_count = 0
+        self._seen_missed = self._reported_missed = 0
+        self._missed_report_at = -math.inf
         self._backstop_at = math.inf
         self._state = state.gate.update(state.now())
 
@@ -99,6 +105,7 @@ class Supervision:
                 gate.on_error(code.text, code)
                 st.diag.report(f"{st.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
+        self._report_missed_ticks(s)
         drive_fault = self._supervise_drive()
         if drive_fault is not None:
             pass  # The drive's own report holds the error until a re-arm.
@@ -127,6 +134,22 @@ class Supervision:
             self._state = state
             st.feedback_due.set()
         return s
+
+    def _report_missed_ticks(self, s: LoopSample) -> None:
+        """Ticks the loop missed (its host too busy for it): health ADVISORY for a second, a diagnostic at most every
+        :data:`MISSED_REPORT_PERIOD_S` with the count since the last one."""
+        if s.missed_ticks <= self._seen_missed:
+            return
+        st = self._s
+        now = time.monotonic()
+        self._seen_missed = s.missed_ticks
+        st.counters.ticks_missed_at = now
+        if now >= self._missed_report_at:
+            st.diag.report(f"{st.names.label}control loop missed {s.missed_ticks - self._reported_missed} ticks "
+                           f"(late up to {s.late_max_s * 1e3:.1f} ms): the host is too busy for "
+                           f"servo.loop_rate; see sys.timing", Severity.WARNING)
+            self._reported_missed = s.missed_ticks
+            self._missed_report_at = now + MISSED_REPORT_PERIOD_S
 
     def watching(self, s: LoopSample) -> bool:
         """Whether the axis needs a pass every :data:`SUPERVISE_PERIOD_S`: its gate engaged or armed by readiness (a

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from pycyphal.application.heartbeat_publisher import Health
 
 from cyphal_common.clocks import system_minus_monotonic_s
@@ -29,13 +30,14 @@ from ._reports import (
     reference_view,
     status_view,
     text_register,
+    timing_view,
 )
 from ._state import AxisState
 
 
 class AxisViews:
-    """Health, ``sys.status``, ``sys.motion``, ``sys.reference``, ``sys.counters``, ``sys.events``, ``sys.drive``,
-    ``sys.last_rejection`` and (a follower's) ``sys.mimic`` of one axis.
+    """Health, ``sys.status``, ``sys.motion``, ``sys.reference``, ``sys.counters``, ``sys.events``, ``sys.timing``,
+    ``sys.drive``, ``sys.last_rejection`` and (a follower's) ``sys.mimic`` of one axis.
 
     :param restarts: how many times the node restarted (for ``sys.counters``).
     :param started_at_s: when the node started [second, ``time.monotonic``] (for ``sys.events``).
@@ -56,6 +58,7 @@ class AxisViews:
             R.SYS_REFERENCE: real64_register(self.reference),
             R.SYS_COUNTERS: json_register(self.counts),
             R.SYS_EVENTS: json_register(self.events),
+            R.SYS_TIMING: json_register(self.timing),
             R.SYS_DRIVE: json_register(lambda: s.drive.view() if s.drive else {}),
             R.SYS_LAST_REJECTION: text_register(lambda: s.counters.last_rejection),
         }
@@ -69,11 +72,13 @@ class AxisViews:
         self._s.registers.serve(R.SYS_MIMIC, json_register(self.mimic))
 
     def health(self) -> Health:
-        """WARNING in error, ADVISORY for a second after a rejected setpoint, else NOMINAL."""
+        """WARNING in error, ADVISORY for a second after a rejected setpoint or missed ticks of the loop, else
+        NOMINAL."""
         s = self._s
         if s.gate.update(s.now()) is ServoState.ERROR:
             return Health.WARNING
-        if time.monotonic() - s.counters.last_rejection_at < 1.0:
+        now = time.monotonic()
+        if now - max(s.counters.last_rejection_at, s.counters.ticks_missed_at) < 1.0:
             return Health.ADVISORY
         return Health.NOMINAL
 
@@ -133,6 +138,13 @@ class AxisViews:
     def counts(self) -> dict[str, Any]:
         """``sys.counters`` (see :func:`~servo_node.axis._reports.counters_view`)."""
         return counters_view(self._s.counters, self._s.registry.refused_writes, self._restarts())
+
+    def timing(self) -> dict[str, Any]:
+        """``sys.timing`` (see :func:`~servo_node.axis._reports.timing_view`)."""
+        loop = self._s.loop
+        if loop is None:
+            return timing_view(None, np.zeros(0))
+        return timing_view(loop.sample(), loop.period_errors())
 
     def events(self) -> dict[str, Any]:
         """``sys.events`` (see :func:`~servo_node.axis._reports.events_view`)."""

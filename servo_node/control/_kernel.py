@@ -121,7 +121,9 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
 
     One thread for all the axes of a node: loops with the same period tick back to back after one wake-up.
     ``group`` is a numba typed list (:func:`new_group`), so one compiled kernel serves any number of axes.
-    Deadlines are absolute (no drift); after an overrun a loop's schedule restarts from now instead of bursting.
+    Deadlines are absolute (no drift); after an overrun a loop's schedule restarts from now instead of bursting, and
+    the ticks due meanwhile are counted as missed (``st[L.ST_MISSED]``), the largest lateness of a tick kept
+    (``st[L.ST_LATE_MAX]``): a host too busy for the loop is reported, not hidden.
     Each wake-up's lateness [second] goes into the ``timing`` ring for measurement. ``ctl[L.CTL_QUIT]`` already set
     returns at once (how the kernel is loaded before the running thread is replaced).
 
@@ -162,6 +164,10 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
             period = A.cfg[L.K_PERIOD]
             period_ns = int(period * 1e9)
             stepped = A.cfg[L.K_STEPPED] != 0.0
+            if not stepped and not idle_k[k]:
+                late = (now_ns - next_ns[k]) * 1e-9
+                if late > A.st[L.ST_LATE_MAX]:
+                    A.st[L.ST_LATE_MAX] = late
             stepped_now[k] += period
             tick(stepped_now[k] if stepped else now_ns * 1e-9, A)
             was_idle = idle_k[k]
@@ -173,4 +179,5 @@ def run_realtime(group: List[LoopArrays], ctl: np.ndarray, timing: np.ndarray, t
             else:
                 next_ns[k] += period_ns
                 if not stepped and now_ns - next_ns[k] > period_ns:
+                    A.st[L.ST_MISSED] += (now_ns - next_ns[k]) // period_ns + 1  # Due meanwhile, never ticked.
                     next_ns[k] = now_ns + period_ns

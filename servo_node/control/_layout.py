@@ -160,7 +160,9 @@ ST_FB_FAULTS = 41  # feedback faults (each time the feedback became distrusted)
 ST_FB_LAST = 42  # FB_* reason of the latest fault (0: none yet)
 ST_CMD_CLIPPED = 43  # drive commands clipped into the envelope (or replaced: not finite)
 ST_BRAKE_EFFECT = 44  # the hold: when its first zero command takes effect at the drive [second]; NaN before
-N_ST = 45
+ST_MISSED = 45  # ticks the real clock's thread skipped: due while it was more than a period late (control._kernel)
+ST_LATE_MAX = 46  # largest lateness of a tick behind its due time [second] (real clock)
+N_ST = 47
 
 FB_OK = 0.0
 FB_NOT_FINITE = 1.0  # NaN or inf in position, velocity, acceleration or force
@@ -224,7 +226,9 @@ O_FB_BAD = 44  # FB_* reason while the feedback is distrusted, else 0
 O_FB_LAST = 45  # FB_* reason of the latest fault
 O_CMD_CLIPPED = 46  # drive commands clipped into the envelope (ST_CMD_CLIPPED)
 O_MEASURED = 47  # 1: O_P..O_F are a fresh, trusted measurement; 0: none yet, the drive silent or distrusted
-N_OUT = 48
+O_MISSED = 48  # ST_MISSED
+O_LATE_MAX = 49  # ST_LATE_MAX
+N_OUT = 50
 
 # ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
 LK_MEAS_COUNT = 0  # measurements taken into the model

@@ -187,6 +187,10 @@ class LoopSample(NamedTuple):
     """``position`` … ``force`` are a fresh, trusted measurement of the drive; False before a bus drive's first
     report, while it is silent beyond ``servo.drive.feedback_timeout`` and while its feedback is distrusted (they
     then hold the last good values, or zeros before any)."""
+    missed_ticks: int = 0
+    """Ticks the thread skipped because it was more than a period late (a host too busy for the loop)."""
+    late_max_s: float = 0.0
+    """Largest lateness of a tick behind its due time so far [second] (real clock)."""
 
     @property
     def stopped(self) -> bool:
@@ -385,12 +389,12 @@ _OUTPUT_OF_FIELD = {
     "expired_at_s": L.O_EXPIRED_AT, "limited": L.O_LIMITED, "overshoot": L.O_OVERSHOOT, "measured_at_s": L.O_MEAS_T,
     "predicted_position": L.O_PRED_P, "effect_at_s": L.O_EFFECT_T, "feedback_faults": L.O_FB_FAULTS,
     "feedback_distrusted": L.O_FB_BAD, "feedback_last": L.O_FB_LAST, "commands_clipped": L.O_CMD_CLIPPED,
-    "measured": L.O_MEASURED,
+    "measured": L.O_MEASURED, "missed_ticks": L.O_MISSED, "late_max_s": L.O_LATE_MAX,
 }
 """Where each field of :class:`LoopSample` is in the loop's outputs (``L.O_*``)."""
 _SAMPLE_OUTPUTS = itemgetter(*(_OUTPUT_OF_FIELD[name] for name in LoopSample._fields))
 _INT_OUTPUTS = (L.O_PLAN_STATUS, L.O_ERROR_COUNT, L.O_TICKS, L.O_CMD_SEQ, L.O_FB_FAULTS, L.O_FB_BAD, L.O_FB_LAST,
-                L.O_CMD_CLIPPED)
+                L.O_CMD_CLIPPED, L.O_MISSED)
 _BOOL_OUTPUTS = (L.O_REPAIRED, L.O_ENGAGED, L.O_EXPIRED, L.O_LIMITED)
 _ERROR_CODES = {float(c.value): c for c in ErrorCode}
 

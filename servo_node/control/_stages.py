@@ -426,5 +426,7 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     out[L.O_FB_LAST] = st[L.ST_FB_LAST]
     out[L.O_CMD_CLIPPED] = st[L.ST_CMD_CLIPPED]
     out[L.O_MEASURED] = 1.0 if m[L.M_FRESH] == 1.0 and st[L.ST_FB_BAD] == 0.0 else 0.0
+    out[L.O_MISSED] = st[L.ST_MISSED]
+    out[L.O_LATE_MAX] = st[L.ST_LATE_MAX]
     mimic.publish_into(now, A, st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] == L.MODE_MIMIC)
     end_write(out)

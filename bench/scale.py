@@ -12,7 +12,7 @@ For each axis count and each loop priority (standard, and ``servo.loop_priority`
   ``rx Hz`` is the setpoints each axis took per second (below 100: the publisher or the node fell behind).
 
 The machine's other load shows in every number: read each row with its 1-minute load average (last column). Run it in
-a network namespace of its own (the README's "Tests and benchmarks"). Usage:
+a network namespace of its own (``docs/testing.md``). Usage:
 ``python bench/scale.py [--axes 1 8 16 32 48] [--seconds 5] [--starts 2] [--windows 1]`` (``--windows K``: the
 100 Hz CPU is the median of K windows in a row, their range printed last: single windows of 8 axes swing by a
 quarter); ``--bare N``: pycyphal alone receiving the

@@ -50,7 +50,7 @@ limit, so a target streamed along a moving trajectory is followed with a lag of 
 default P = 10) — no velocity feed-forward, as UDRAL gives a position setpoint none (the velocity field is a
 limit). The servo node therefore commands this drive by velocity (or torque) and compensates the bus delay itself;
 ``bench/drive_side.py`` measures why even a drive-side interpolating position loop would not track better through
-UDRAL (README, "Over the bus").
+UDRAL (``docs/transports.md``, "Over the bus").
 
 The acceleration field is ignored (the joint's acceleration limit is the ``sim.acceleration`` register). On
 engaging, the latest valid setpoint is applied; if there was none the joint stays passive until one arrives.

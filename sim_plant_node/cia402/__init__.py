@@ -3,7 +3,7 @@
 Modules: ``_statemachine`` (the CiA 402 state machine as pure logic), ``_objects`` (the EDS and the objects the
 emulator implements), ``_drive`` (state machine actions, modes, scaling and faults around the joint), ``_node`` (the
 canopen ``LocalNode`` glue: PDOs, SYNC, heartbeat consumer, NMT), ``_app`` (:class:`Emulator` and the command).
-Importing the package imports canopen but opens nothing; README "The emulated CiA 402 drive" documents the device.
+Importing the package imports canopen but opens nothing; ``docs/cia402.md`` documents the device.
 """
 
 from ._app import DEFAULT_COUNTS_PER_UNIT as DEFAULT_COUNTS_PER_UNIT

@@ -2,7 +2,7 @@
 
 It starts with one control thread for all the axes (one compiled kernel whatever their number), every axis
 answers its ``sys.status`` through ``uavcan.register.Access``, and a setpoint to the last axis moves that axis and
-no other. The axes tick at 100 Hz to keep the test cheap. Run inside a network namespace (see the README).
+no other. The axes tick at 100 Hz to keep the test cheap. Run inside a network namespace (``docs/testing.md``).
 """
 
 from __future__ import annotations

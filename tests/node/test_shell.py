@@ -3,7 +3,7 @@
 The servo node and a client node (the "controller" a user would run) talk over real pycyphal UDP transports.
 Loop time moves only when the test (or the shell's safe stop) advances it, so every timing verdict is on the
 loop's clock. Waiting for a message to arrive is wall time, but loop time stands still meanwhile.
-Run inside a network namespace (see the README of the worktree) so no other node answers.
+Run inside a network namespace (``docs/testing.md``) so no other node answers.
 """
 
 from __future__ import annotations

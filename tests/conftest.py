@@ -19,6 +19,7 @@ BUS_SCENARIOS = (
     "tests/system/",
     "tests/coord/test_system.py",
     "tests/hanoi/test_run.py",
+    "tests/hostile/test_canopen_trust.py",
     "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
     "tests/multihost/",

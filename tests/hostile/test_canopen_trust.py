@@ -1,0 +1,210 @@
+"""Trust nothing on the CANopen bus (issue 49): a real ``servo-node`` on the ``cia402`` backend and a real
+``sim-plant --canopen`` drive on a ``udpmc:`` bus, and a stranger on that bus (:mod:`tests.hostile.canopen_stranger`)
+that sends what any CANopen node can: one SDO write or one NMT command, an EMCY flood, or a second master.
+
+The verdicts are what the joint did, as the drive itself reports it (its velocity 0x606C and position 0x6064 read by
+the stranger), what the servo said (``sys.status``, ``sys.drive``, diagnostics), and gaps measured with kernel
+stamps (heartbeats, SYNC). Bounds come from the configuration below, with room for a loaded host; none is a
+verdict on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servo_node.drive.cia402._dictionary import state_of
+from tests.hostile.canopen_stranger import CanListener, Stranger, at_rest, flood, max_gap, stranger
+from tests.hostile.harness import observer
+from tests.procs import BusThread, RegisterClient, servo_node, wait_for, y
+from tests.system.test_cia402 import DRIVE_ID, NODE, Rig, _up, rig
+
+HEARTBEAT_S = 0.1
+"""``servo.drive.canopen.heartbeat`` (default): the drive's heartbeat period, and ours."""
+TIMEOUT_S = 1.0
+"""``servo.drive.canopen.timeout`` (default): an SDO answer, a state transition."""
+READBACK_S = 0.5
+"""The longest round of the servo's SDO read-back of its communication objects (docs/cia402-trust.md)."""
+V_MAX = 30.0
+"""The fastest the joint ran in any attack here (CSP back to a stale target: 28.6 in the issue) [unit/s]."""
+QUICK_STOP_DECELERATION = 50.0
+"""The emulated drive's 0x6085 (``sim.quick_stop_deceleration``) [unit/s²]."""
+SLACK_S = 1.0
+"""Room for a loaded host (scheduling, the SDO server shared with the stranger's reads)."""
+STOP_BOUND_S = 3 * HEARTBEAT_S + READBACK_S + 2 * TIMEOUT_S + V_MAX / QUICK_STOP_DECELERATION + SLACK_S
+"""From the attack to the joint at rest: the cause noticed (three heartbeats, a read-back round), Quick Stop and
+Disable Voltage asked by SDO (an answer each), the drive's quick stop ramp from the fastest it ran."""
+V_REST = 0.05
+ATTACK_AT = 6.4
+"""Where the joint is when the stranger acts, in a move 0 → 20 at 10 units/s."""
+REARM = 0x7E00
+
+
+def _mode(s: Stranger, mode: int) -> None:
+    s.write(0x6060, None, mode)
+
+
+ATTACKS: dict[str, tuple[Callable[[Stranger], None], str]] = {
+    "0x6060 := 10 (CST)": (lambda s: _mode(s, 10), "left CSV: 0x6061 = 10"),
+    "0x6060 := 8 (CSP)": (lambda s: _mode(s, 8), "left CSV: 0x6061 = 8"),
+    "RPDO1 disabled": (lambda s: s.write(0x1400, 1, 0x80000200 + DRIVE_ID), "0x1400:01 = 0x80000205"),
+    "NMT enter pre-operational": (lambda s: s.nmt(0x80), "PRE-OPERATIONAL (heartbeat)"),
+    "NMT stop": (lambda s: s.nmt(0x02), "STOPPED (heartbeat)"),
+    "NMT reset node": (lambda s: s.nmt(0x81), "rebooted (boot-up)"),
+    "0x1017 := 0": (lambda s: s.write(0x1017, None, 0), "0x1017 = 0"),
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_a_strangers_frame_stops_the_joint_names_the_cause_and_rearm_recovers(attack: str, tmp_path: Path) -> None:
+    """One SDO write or NMT command mid-move: the joint's own velocity comes within 0.05 of rest within the stop's
+    bound, the servo's error names what changed, ``sys.drive`` says what the drive says; the re-arm answers SUCCESS
+    once the drive is back under control, and a move to 0 then reaches 0 ± 0.05."""
+    act, cause = ATTACKS[attack]
+    with rig(tmp_path) as r, stranger(r.iface, DRIVE_ID) as s:
+        _up(r)
+        with r.publishing(20.0):
+            wait_for(lambda: r.motion()["meas"][0] >= ATTACK_AT, timeout=60, interval=0.02, what="the move under way")
+            before = s.joint()
+            t_attack = time.monotonic()
+            act(s)
+            rest = at_rest(s, V_REST, timeout=max(60.0, 4 * STOP_BOUND_S))
+            status = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the servo's error")
+        print(f"{attack}: joint at {before.p:.3f} moving {before.v:.3f}; at rest after {rest.t - t_attack:.3f} s "
+              f"at {rest.p:.3f} (travel {rest.p - before.p:+.3f}); error {status['error']}: {status['reason']}")
+        assert rest.t - t_attack <= STOP_BOUND_S, (rest, t_attack)
+        assert cause in status["reason"], status
+        sw = s.statusword()
+        assert r.drive()["state"] == state_of(sw), (r.drive(), f"0x{sw:04X}")
+        _rearm_and_move_to_zero(r, s)
+
+
+def _rearm_and_move_to_zero(r: Rig, s: Stranger) -> None:
+    out = y("cmd", "-T", "20", str(NODE), str(REARM), env=r.env, timeout=60)
+    assert '"status":0' in out.replace(" ", ""), out
+    drive = r.drive()
+    print(f"re-armed: {drive}")
+    assert drive["state"] in ("SWITCHED ON", "OPERATION ENABLED") and drive["mode"] == "CSV", drive
+    assert drive.get("nmt") == "OPERATIONAL" and s.read(0x6061) == 9, drive
+    with r.publishing(0.0):
+        end = wait_for(lambda: (j := s.joint()) and abs(j.p) <= V_REST and abs(j.v) <= V_REST and j, timeout=60,
+                       interval=0.05, what=f"the joint back at 0: {r.servo()}")
+    print(f"after the re-arm: the joint at {end.p:+.4f}, {end.v:+.4f}/s")
+
+
+class DiagnosticEar(BusThread):
+    """Every ``uavcan.diagnostic.Record`` of one node, with its reception time (monotonic)."""
+
+    def __init__(self, node_id: int, own_id: int) -> None:
+        super().__init__("diagnostic-ear")
+        self.node_id = node_id
+        self.records: list[tuple[float, str]] = []
+        self._presentation = self._run(self._open(own_id))
+
+    async def _open(self, own_id: int) -> Any:
+        import pycyphal.presentation
+        import uavcan.diagnostic
+
+        from cyphal_common.transport import make_transport
+
+        presentation = pycyphal.presentation.Presentation(
+            make_transport({"uavcan.node.id": own_id, "uavcan.udp.iface": "127.0.0.1"}))
+        sub = presentation.make_subscriber_with_fixed_subject_id(uavcan.diagnostic.Record_1_1)
+
+        async def on_record(msg: Any, meta: Any) -> None:
+            if meta.source_node_id == self.node_id:
+                self.records.append((time.monotonic(), msg.text.tobytes().decode(errors="replace")))
+
+        sub.receive_in_background(on_record)
+        await asyncio.sleep(0)
+        return presentation
+
+    def since(self, t: float) -> list[str]:
+        return [text for at, text in self.records if at >= t]
+
+
+@contextmanager
+def _closing(x: Any) -> Iterator[Any]:
+    try:
+        yield x
+    finally:
+        x.close()
+
+
+FLOOD_COUNT, FLOOD_S = 8000, 4.0
+DYNAMICS = 3794
+"""``dynamics`` subject of the servo in the flood test."""
+
+
+def test_an_emcy_flood_costs_the_servo_nothing(tmp_path: Path) -> None:
+    """8,000 EMCY frames in 4 s with the drive's EMCY COB-ID while the servo holds a position: at most 200
+    diagnostics (the first, then a summary per interval), the Cyphal heartbeat gap ≤ 1.6 s, the ``dynamics`` gap
+    ≤ 0.3 s and the SYNC gap ≤ 30 ms (kernel stamps), and the joint still where it was told to be."""
+    with rig(tmp_path, servo={"UAVCAN__PUB__DYNAMICS__ID": str(DYNAMICS)}) as r:
+        _up(r)
+        with _closing(DiagnosticEar(NODE, 3795)) as ear, observer(NODE, 3796, DYNAMICS) as obs, \
+                _closing(CanListener(r.iface, {0x80})) as bus, r.publishing(3.0):
+            wait_for(lambda: abs(r.motion()["meas"][0] - 3.0) < 0.01, timeout=60, what="at 3")
+            t0, wall0 = time.monotonic(), time.time()
+            proc = flood(r.iface, 0x80 + DRIVE_ID, FLOOD_COUNT, FLOOD_S)
+            out, _ = proc.communicate(timeout=120)
+            t1, wall1 = time.monotonic(), time.time()
+            time.sleep(1.5)  # The last interval's summary.
+            records = ear.since(t0)
+            hb_gap = obs.heartbeat_gaps(since=t0)
+            dyn = [d.t for d in obs.dynamics_since(t0) if d.t <= t1]
+            dyn_gap = max(b - a for a, b in zip([t0, *dyn], [*dyn, t1], strict=True))
+            sync_gap = max_gap(bus.stamps(0x80), wall0, wall1)
+            p = r.motion()["meas"][0]
+        print(f"flood: {out.strip()}; {len(records)} diagnostics ({records[:3]} … {records[-2:]}); heartbeat gap "
+              f"{hb_gap:.3f} s, dynamics gap {dyn_gap:.3f} s, SYNC gap {sync_gap * 1e3:.1f} ms; joint at {p:.4f}")
+        assert len(records) <= 200
+        assert any("EMCY" in t for t in records), records[:5]
+        assert hb_gap <= 1.6
+        assert dyn_gap <= 0.3
+        assert sync_gap <= 0.030
+        assert abs(p - 3.0) < 0.01
+        assert r.servo()["error"] == 0
+
+
+SECOND = NODE + 20
+
+
+def test_two_masters_for_one_drive_name_each_other(tmp_path: Path) -> None:
+    """A second servo node configured for the same drive (same CANopen node-ID, its own Cyphal node-ID) while the
+    first commands it: the second hears SYNC and the drive's RPDOs it did not send and refuses to touch the drive,
+    naming them; the first keeps following its setpoints. Then a stranger sends RPDO1 of the drive and SYNC: the
+    first names the other source (its COB-IDs), stops the joint, and keeps the error."""
+    with rig(tmp_path) as r:
+        _up(r)
+        env2 = {**r.env, "UAVCAN__NODE__ID": str(SECOND)}
+        with servo_node(env2, tmp_path / "second.db", SECOND):
+            reader2 = RegisterClient(env2, SECOND, SECOND + 1)
+            try:
+                st2 = wait_for(lambda: (x := reader2.json("sys.status")["servo"])["error"] != 0 and x, timeout=60,
+                               what="the second servo's refusal")
+                print(f"second servo: {st2['reason']}")
+                assert "another master" in st2["reason"] or "another SYNC producer" in st2["reason"], st2
+                assert "0x205" in st2["reason"] or "0x080" in st2["reason"], st2
+                for target in (10.0, 0.0, 10.0):
+                    with r.publishing(target):
+                        wait_for(lambda t=target: abs(r.motion()["meas"][0] - t) < 0.01, timeout=30,
+                                 what=f"the first servo's joint at {target}: {r.servo()}")
+                assert r.servo()["error"] == 0, r.servo()
+                assert reader2.json("sys.drive")["state"] != "OPERATION ENABLED"
+            finally:
+                reader2.close()
+        with stranger(r.iface, DRIVE_ID) as s, r.publishing(20.0):
+            wait_for(lambda: r.motion()["meas"][0] >= 13.0, timeout=60, interval=0.02, what="moving")
+            s.network.send_message(0x200 + DRIVE_ID, bytes([0x0F, 0, 0, 0, 0, 0]))
+            s.network.send_message(0x80, b"")
+            st = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the first servo's error")
+            rest = at_rest(s, V_REST, timeout=60)
+        print(f"first servo: {st['reason']}; joint at rest at {rest.p:.3f}")
+        assert "0x205" in st["reason"] or "0x080" in st["reason"], st

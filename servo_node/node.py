@@ -83,8 +83,12 @@ RESPONSE_GRACE_S = 0.05
 
 COMMAND_REARM = 0x7E00
 """Vendor ``uavcan.node.ExecuteCommand``: reset the drive fault of the axis named by the parameter (empty: every
-axis) and bring its drive back to SWITCHED ON; the axis then waits for a setpoint. The only way out of a drive fault
-(error 11); BAD_STATE if no drive had anything to re-arm."""
+axis) and bring its drive up again (CiA 402: the whole bring-up); the axis then waits for a setpoint. The only way
+out of a drive fault (error 11). SUCCESS only once the drive is ready under our control (CiA 402: SWITCHED ON in the
+mode set, NMT OPERATIONAL by its heartbeat); FAILURE if it is not within :data:`REARM_ANSWER_S`; BAD_STATE if no
+axis has a drive to re-arm."""
+REARM_ANSWER_S = 10.0
+"""The longest a re-arm's answer waits for the drives [second] (a bring-up is some tens of SDO exchanges)."""
 COMMAND_HOME = 0x7E01
 """Vendor ``uavcan.node.ExecuteCommand``: home the drive of the named axis (empty: every axis) — CiA 402 homing
 mode 6 with ``servo.drive.canopen.homing_method``/``home_offset`` — only while the axis does not move; never at
@@ -386,14 +390,30 @@ class ServoNode:
             self._command_due.set()
         elif cmd == _Request.COMMAND_STORE_PERSISTENT_STATES:
             pass  # Every register write is committed to the register file at once.
-        elif cmd in (COMMAND_REARM, COMMAND_HOME):
+        elif cmd == COMMAND_REARM:
             name = request.parameter.tobytes().decode(errors="replace").strip()
-            axes = [a for a in self._axes if not name or a.names.axis == name]
-            done = [a.rearm() if cmd == COMMAND_REARM else a.home() for a in axes]
-            if not any(done):
+            return await self._rearm([a for a in self._axes if not name or a.names.axis == name])
+        elif cmd == COMMAND_HOME:
+            name = request.parameter.tobytes().decode(errors="replace").strip()
+            if not any([a.home() for a in self._axes if not name or a.names.axis == name]):
                 return _Response(status=_Response.STATUS_BAD_STATE)
         else:
             return _Response(status=_Response.STATUS_BAD_COMMAND)
+        return _Response(status=_Response.STATUS_SUCCESS)
+
+    async def _rearm(self, axes: list[Axis]) -> uavcan.node.ExecuteCommand_1.Response:
+        """SUCCESS once every named axis's drive is ready again under our control; FAILURE if one is not within
+        :data:`REARM_ANSWER_S` (its reason in ``sys.status`` and the diagnostics); BAD_STATE if none has a drive to
+        re-arm."""
+        futures = [f for f in (a.rearm() for a in axes) if f is not None]
+        if not futures:
+            return _Response(status=_Response.STATUS_BAD_STATE)
+        try:
+            ready = await asyncio.wait_for(asyncio.gather(*map(asyncio.wrap_future, futures)), REARM_ANSWER_S)
+        except TimeoutError:
+            return _Response(status=_Response.STATUS_FAILURE, output=b"not ready in time")
+        if not all(ready):
+            return _Response(status=_Response.STATUS_FAILURE, output=b"not ready: see sys.status")
         return _Response(status=_Response.STATUS_SUCCESS)
 
     def _update_health(self) -> None:

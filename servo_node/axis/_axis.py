@@ -24,6 +24,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pycyphal
@@ -335,9 +336,10 @@ class Axis:
         """Act on edges: a fault the loop counted, a drive that reports again, the gate's timeouts."""
         return self._supervision.supervise()
 
-    def rearm(self) -> bool:
-        """Reset a drive fault (the user's explicit command); False if this axis's drive has nothing to re-arm."""
-        return self._s.drive is not None and self._s.drive.rearm()
+    def rearm(self) -> Future[bool] | None:
+        """Reset a drive fault (the user's explicit command): a future that holds whether the drive is ready again
+        under our control (:meth:`~servo_node.drive.Drive.rearm`); None if this axis's drive has nothing to re-arm."""
+        return self._s.drive.rearm() if self._s.drive is not None else None
 
     def home(self) -> bool:
         """Home the drive (the user's explicit command), only while the loop does not command it."""

@@ -102,6 +102,8 @@ class Supervision:
                 code = s.error
                 if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
                     st.failed_setpoint = st.setpoint
+                if code is ErrorCode.STOP_TIMEOUT and st.drive is not None:
+                    st.drive.escalate(code.text)  # Its other channels (CiA 402: SDO, NMT); it reports the outcome.
                 gate.on_error(code.text, code)
                 st.diag.report(f"{st.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.

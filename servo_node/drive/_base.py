@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -153,9 +154,15 @@ class Drive(abc.ABC):
         """The drive's own part of ``sys.status`` (``drive``); empty: none."""
         return {}
 
-    def rearm(self) -> bool:
-        """Reset a drive fault (an explicit user command only); False: nothing to re-arm for this backend."""
-        return False
+    def rearm(self) -> Future[bool] | None:
+        """Reset a drive fault (an explicit user command only): a future that holds True once the drive is ready
+        again under the servo's control (False: it could not be made so; the reason is :meth:`fault`); None:
+        nothing to re-arm for this backend."""
+        return None
+
+    def escalate(self, reason: str) -> None:  # noqa: B027 - optional hook
+        """The loop's stop did not take effect (``reason``): stop the drive by whatever other channel it has; the
+        drive reports what it did through :meth:`events` and :meth:`fault`. Nothing by default."""
 
     def home(self) -> bool:
         """Run the drive's homing (an explicit user command only, the loop disengaged); False: not possible now, or

@@ -3,11 +3,14 @@
 NMT pre-operational; identity (0x1018) and supported modes (0x6502), refusing a mode the drive lacks; rated torque
 (0x6076) unless set; cycle period (0x1006), the drive's heartbeat (0x1017) and its watch of ours (0x1016), quick
 stop on communication loss (0x6007 = 3), the mode (0x6060); then the PDOs mapped here, whatever the vendor's
-defaults: RPDO1 controlword + target (CSP: RPDO2 velocity and torque offsets), TPDO1 statusword + position
-actual, TPDO2 velocity actual + torque actual, all synchronous (type 1), the others disabled. A drive that refuses
+defaults: RPDO1 controlword + target (CSP: RPDO2 velocity and torque offsets), TPDO1 statusword + modes of operation
+display + position actual, TPDO2 velocity actual + torque actual, all synchronous (type 1), the others disabled (the
+statusword and the mode display every cycle are what the master judges the drive by). A drive that refuses
 the remapping (fixed PDO mappings) is used with its own mapping where that carries every object the cycle needs
-(:func:`drive_mapping`), else the bring-up fails naming the refusal and the objects missing. Any other refusal is a
-:class:`BringUpError` naming the step, the object and the drive's reason.
+(:func:`drive_mapping`; 0x6061 where it is mapped, else the master reads it by SDO), else the bring-up fails naming
+the refusal and the objects missing. Any other refusal is a :class:`BringUpError` naming the step, the object and
+the drive's reason. The RPDOs are ours to send: canopen's reception of their COB-IDs is undone (a frame another node
+sends there must not become the data of our next RPDO; the drive watches those COB-IDs for other masters instead).
 """
 
 from __future__ import annotations
@@ -84,6 +87,8 @@ class Settings:
     inertia: float
     compensation: bool
     lost_after_s: float  # The drive is lost when its heartbeat is silent this long (or 3 periods, if longer).
+    velocity_limit: float  # The envelope's |v| [unit/s]: a stop by every channel judges rest against it.
+    acceleration_limit: float  # The envelope's |a| [unit/s²]: how long a stop by every channel may take.
 
 
 @dataclass
@@ -196,14 +201,27 @@ def configure(node: Any, s: Settings) -> PdoLayout:
     rpdos: list[list[int]] = [[od.CONTROLWORD, target]]
     if mode == od.MODE_CSP:
         rpdos.append([od.VELOCITY_OFFSET, od.TORQUE_OFFSET])
-    tpdos = [[od.STATUSWORD, od.POSITION_ACTUAL], [od.VELOCITY_ACTUAL, od.TORQUE_ACTUAL]]
+    tpdos = [[od.STATUSWORD, od.MODES_OF_OPERATION_DISPLAY, od.POSITION_ACTUAL], [od.VELOCITY_ACTUAL, od.TORQUE_ACTUAL]]
     try:
         _map(node.rpdo, rpdos, 0x200, s.node_id, "RPDO")
         _map(node.tpdo, tpdos, 0x180, s.node_id, "TPDO")
+        layout = PdoLayout({i: n for n, r in enumerate(rpdos, 1) for i in r},
+                           {i: n for n, t in enumerate(tpdos, 1) for i in t})
     except MappingRefusedError as ex:
-        return drive_mapping(node, [i for r in rpdos for i in r], [i for t in tpdos for i in t], str(ex))
-    return PdoLayout({i: n for n, r in enumerate(rpdos, 1) for i in r},
-                     {i: n for n, t in enumerate(tpdos, 1) for i in t})
+        needed = [i for t in tpdos for i in t if i != od.MODES_OF_OPERATION_DISPLAY]
+        layout = drive_mapping(node, [i for r in rpdos for i in r], needed, str(ex))
+    mute_rpdos(node)
+    return layout
+
+
+def mute_rpdos(node: Any) -> None:
+    """Undo canopen's reception of our RPDOs' COB-IDs (its ``save``/``read`` subscribe them, and a frame received
+    there would replace the data of our next RPDO)."""
+    network = node.network
+    for n in range(1, 5):
+        m = node.rpdo[n]
+        if m.on_message in network.subscribers.get(m.cob_id, ()):
+            network.unsubscribe(m.cob_id, m.on_message)
 
 
 def drive_mapping(node: Any, rx_needed: list[int], tx_needed: list[int], refused: str) -> PdoLayout:
@@ -220,7 +238,8 @@ def drive_mapping(node: Any, rx_needed: list[int], tx_needed: list[int], refused
         where: dict[int, int] = {}
         for n, objs in entries.items():
             for index, _sub, _bits in objs:
-                if index in needed or (kind == "RPDO" and index == od.MODES_OF_OPERATION):
+                optional = od.MODES_OF_OPERATION if kind == "RPDO" else od.MODES_OF_OPERATION_DISPLAY
+                if index in needed or index == optional:
                     where.setdefault(index, n)
         missing = [i for i in needed if i not in where]
         if missing:
@@ -299,7 +318,8 @@ def _use_pdo(node: Any, m: Any, name: str, used: bool, transmit: bool) -> None:
     if not m.enabled:
         _step(f"{name} enable (COB-ID 0x{m.cob_id:X})", _write, node, com, m.cob_id, 1)
         m.enabled = True
-    m.subscribe()
+    if transmit:
+        m.subscribe()
 
 
 def _fill(node: Any, m: Any, written: set[int], name: str) -> None:

@@ -47,6 +47,23 @@ SW_FOLLOWING_ERROR = 1 << 13
 """CSP: following error (also homing error in mode 6)."""
 SW_HOMING_ATTAINED = 1 << 12
 
+# NMT states as a heartbeat carries them (CiA 301), and what we call them.
+NMT_BOOT_UP, NMT_STOPPED, NMT_OPERATIONAL, NMT_PRE_OPERATIONAL = 0x00, 0x04, 0x05, 0x7F
+_NMT_NAMES = {NMT_BOOT_UP: "BOOT-UP", NMT_STOPPED: "STOPPED", NMT_OPERATIONAL: "OPERATIONAL",
+              NMT_PRE_OPERATIONAL: "PRE-OPERATIONAL"}
+
+
+def nmt_name(state: int) -> str:
+    """The NMT state a heartbeat byte says (UNKNOWN for none heard yet: negative)."""
+    if state < 0:
+        return "UNKNOWN"
+    return _NMT_NAMES.get(state, f"NMT 0x{state:02X}")
+
+
+def mode_name(mode: int | None) -> str:
+    """CSV, CSP, CST, homing, or the number (a mode display 0x6061 we did not set)."""
+    return "UNKNOWN" if mode is None else MODE_NAMES.get(mode, str(mode))
+
 
 def state_of(statusword: int) -> str:
     """The CiA 402 state a statusword shows; UNKNOWN for none yet (negative)."""

@@ -5,6 +5,12 @@ thread: every period the thread lets each drive put its RPDOs on the bus (the co
 SYNC, at which every drive latches them and answers with its TPDOs. Without SYNC production (another node
 produces it) the RPDOs go out right after each SYNC heard, for the next one. The first axis to open a bus sets its
 rate, SYNC production and this node's CANopen node-ID (its heartbeat, which the drives watch).
+
+One master per bus role: a frame we receive was sent by another node (the bus, like a CAN controller, does not
+give us our own). So a SYNC heard while we produce SYNC, or a heartbeat with our own node-ID, is another master on
+the bus: :meth:`CanopenBus.claim` listens for :func:`listen_s` before this node sends anything at all (its heartbeat
+included) and refuses while it hears one; once we send, each such frame is reported to every drive on the bus
+(:meth:`CanopenBus.watch`), which then stops commanding (a fault) and names it.
 """
 
 from __future__ import annotations
@@ -22,8 +28,17 @@ from . import _dictionary as od
 _logger = logging.getLogger(__name__)
 
 SYNC_COB_ID = 0x80
+HEARTBEAT_COB_ID = 0x700
 NOTIFIER_CYCLE_S = 0.1
 """Receive-thread poll period (canopen's 1 s default would make every close last a second)."""
+LISTEN_MIN_S = 0.3
+"""The least a master listens before it sends anything on a bus [second]."""
+
+
+def listen_s(heartbeat_s: float, period_s: float) -> float:
+    """How long a master listens for another one before it sends: three of its heartbeat periods and of its
+    cycles, at least :data:`LISTEN_MIN_S` [second]."""
+    return max(3.0 * heartbeat_s, 3.0 * period_s, LISTEN_MIN_S)
 
 _lock = threading.Lock()
 _buses: dict[str, CanopenBus] = {}
@@ -48,20 +63,73 @@ class CanopenBus:
         self.master_id = master_id
         self.network = canopen.Network(bus)
         self.network.NOTIFIER_CYCLE = NOTIFIER_CYCLE_S
-        self.network.connect()
+        self.heartbeat_s = heartbeat_s
+        self.listen_s = listen_s(heartbeat_s, self.period_s)
         self._users = 0
         self._cyclers: list[Callable[[], None]] = []
+        self._watchers: list[Callable[[str], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sync_at = 0.0
         self._next_at = 0.0
         self.syncs = 0
-        self.heartbeat: Any = self.network.create_node(master_id, od.master_dictionary(round(heartbeat_s * 1e3)))
+        self.heartbeat: Any = None  # Our NMT slave (its heartbeat), once the bus is ours (claim).
+        self._claimed = False
+        self.foreign: dict[int, tuple[int, float]] = {}
+        """COB-ID → (frames, monotonic time of the last) of what another master sent: SYNC, our heartbeat."""
+        self.network.subscribe(SYNC_COB_ID, self._on_sync if not sync_producer else self._on_foreign)
+        self.network.subscribe(HEARTBEAT_COB_ID + master_id, self._on_foreign)
+        self.network.connect()
+        self._opened_at = time.monotonic()
+
+    def claim(self) -> str | None:
+        """Once per bus: listen until :attr:`listen_s` after the bus was opened, then produce our heartbeat — unless
+        another master was heard meanwhile: its description, and nothing sent (ask again later). Blocking."""
+        with _lock:
+            if self._claimed:
+                return None
+        delay = self._opened_at + self.listen_s - time.monotonic()
+        if delay > 0.0 and self._stop.wait(delay):
+            return "closed"
+        conflict = self.conflict(self.listen_s)
+        if conflict is not None:
+            return conflict
+        with _lock:
+            if self._claimed:
+                return None
+            self._claimed = True
+        self.heartbeat = self.network.create_node(self.master_id, od.master_dictionary(round(self.heartbeat_s * 1e3)))
         self.heartbeat.nmt.state = "INITIALISING"  # Boot-up, then the heartbeat producer runs.
         self.heartbeat.nmt.state = "PRE-OPERATIONAL"
         self.heartbeat.nmt.state = "OPERATIONAL"
-        if not sync_producer:
-            self.network.subscribe(SYNC_COB_ID, self._on_sync)
+        return None
+
+    def conflict(self, within_s: float) -> str | None:
+        """Another master heard within the last ``within_s`` (SYNC while we produce it, our heartbeat's COB-ID)."""
+        now = time.monotonic()
+        found = []
+        for cob_id, (count, at) in list(self.foreign.items()):
+            if now - at <= within_s:
+                found.append(describe_foreign(cob_id, count, self.iface, self.master_id))
+        return "; ".join(found) or None
+
+    def watch(self, fn: Callable[[str], None]) -> None:
+        """Call ``fn(text)`` on the receive thread for every frame of another master (keep it O(1)); idempotent."""
+        with _lock:
+            if fn not in self._watchers:
+                self._watchers = [*self._watchers, fn]
+
+    def unwatch(self, fn: Callable[[str], None]) -> None:
+        with _lock:
+            self._watchers = [w for w in self._watchers if w is not fn]
+
+    def _on_foreign(self, can_id: int, _data: bytes, _timestamp: float) -> None:
+        count = self.foreign.get(can_id, (0, 0.0))[0] + 1
+        self.foreign[can_id] = (count, time.monotonic())
+        if self._claimed:
+            text = describe_foreign(can_id, count, self.iface, self.master_id)
+            for fn in self._watchers:
+                fn(text)
 
     def add_cycler(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` every cycle before SYNC (from the cycle thread, or after each SYNC heard); idempotent."""
@@ -126,13 +194,21 @@ class CanopenBus:
         if self._thread is not None:
             self._thread.join(timeout=2.0)
         try:
-            self.heartbeat.nmt.stop_heartbeat()
+            if self.heartbeat is not None:
+                self.heartbeat.nmt.stop_heartbeat()
         except Exception:  # Closing anyway.
             pass
         try:
             self.network.disconnect()
         except Exception as ex:
             _logger.warning("Leaving %s: %s", self.iface, ex)
+
+
+def describe_foreign(cob_id: int, count: int, iface: str, master_id: int) -> str:
+    """What a frame of another master on ``iface`` means, naming its COB-ID (short: it ends in ``sys.status``)."""
+    if cob_id == SYNC_COB_ID:
+        return f"another SYNC producer: SYNC COB-ID 0x{cob_id:03X} not sent by us ({count} heard)"
+    return f"another node has our master node-ID {master_id}: heartbeat COB-ID 0x{cob_id:03X} ({count} heard)"
 
 
 def acquire(iface: str, bitrate: int, rate_hz: float, sync_producer: bool, master_id: int,

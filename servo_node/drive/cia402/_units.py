@@ -43,17 +43,19 @@ def cycle_targets(s: Settings, rated: float, tx: np.ndarray, applied: bool,
     return targets, v, math.nan
 
 
-def drive_view(s: Settings, sw: int, error_code: int, emcy: tuple[int, str] | None, ident: Identity,
-               layout: PdoLayout | None) -> dict[str, Any]:
-    """The drive's part of the axis's ``sys.drive`` (compact: a register string holds 256 bytes): node-ID, state,
-    statusword, mode, its error code 0x603F, the last EMCY code, flags (``following_error``, ``warning``,
-    ``internal_limit``) and identity (vendor/product from 0x1018)."""
+def drive_view(s: Settings, sw: int, error_code: int, emcy: tuple[int, int] | None, ident: Identity,
+               layout: PdoLayout | None, mode: int | None, nmt: int) -> dict[str, Any]:
+    """The drive's part of the axis's ``sys.drive`` (compact: a register string holds 256 bytes): node-ID, state
+    (UNKNOWN for no recent statusword: ``sw`` < 0), statusword, the mode its 0x6061 shows (the one we set until it
+    said), its NMT state by its heartbeat, its error code 0x603F, the last EMCY code, flags (``following_error``,
+    ``warning``, ``internal_limit``) and identity (vendor/product from 0x1018)."""
     flags = [name for bit, name in ((od.SW_FOLLOWING_ERROR, "following_error"), (od.SW_WARNING, "warning"),
                                     (od.SW_INTERNAL_LIMIT, "internal_limit"))
              if sw >= 0 and sw & bit and (bit != od.SW_FOLLOWING_ERROR or s.law == "position")]
     return {
         "node": s.node_id, "state": od.state_of(sw), "sw": f"0x{sw:04X}" if sw >= 0 else None,
-        "mode": od.MODE_NAMES[od.MODE_OF_LAW[s.law]], "error_code": f"0x{error_code:04X}",
+        "mode": od.mode_name(od.MODE_OF_LAW[s.law] if mode is None else mode), "nmt": od.nmt_name(nmt),
+        "error_code": f"0x{error_code:04X}",
         "emcy": f"0x{emcy[0]:04X}" if emcy else None, "flags": flags,
         "id": f"0x{ident.vendor:08X}/0x{ident.product:08X}",
         **({"pdo": "drive"} if layout is not None and not layout.own else {}),

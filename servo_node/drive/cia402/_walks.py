@@ -1,0 +1,249 @@
+"""The walks of one CiA 402 drive, on its worker thread (SDO and NMT are blocking): bring-up, re-arm, homing,
+stand-down, and reading a fault's code.
+
+A bring-up is the whole of it every time, the first and each re-arm alike: listen for another master first (nothing
+is sent while one is heard), identify, configure (:mod:`._bringup`: cycle, heartbeats, reaction to a lost master,
+mode, PDO mapping), NMT OPERATIONAL, the first TPDO and a heartbeat that says OPERATIONAL, then the state machine to
+SWITCHED ON (a re-arm resets a fault and leaves a quick stop first) and the mode display checked against the mode we
+set. Only then is the drive :attr:`~._context.DriveContext.up` (supervised, commanded by the loop). A walk owns the
+controlword while it runs and stops at once (:class:`WalkInterruptedError`) when a stop by every channel is asked.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from ...errors import ErrorCode
+from . import _dictionary as od
+from ._bringup import BringUpError, configure, identify
+from ._context import DriveContext
+from ._units import I32, clip_counts
+from ._verify import read
+from ._watch import emcy_text
+
+_logger = logging.getLogger(__name__)
+
+ANSWER_RETRY_S = 1.0
+"""A drive that does not answer, or did not take a transition of the bring-up in time, is tried again this often
+(reported as error 11 meanwhile) [second]."""
+
+
+class WalkInterruptedError(BringUpError):
+    """A stop by every channel was asked: the walk gives the controlword up."""
+
+
+def wait(c: DriveContext, predicate: Callable[[], bool], what: str, timeout: float | None = None) -> None:
+    """Until ``predicate()``, within ``timeout`` (default ``servo.drive.canopen.timeout``).
+
+    :raises BringUpError: timed out (naming ``what`` and the drive's state), closed, or :class:`WalkInterruptedError`.
+    """
+    deadline = time.monotonic() + (c.s.timeout_s if timeout is None else timeout)
+    while not predicate():
+        if c.closing.is_set():
+            raise BringUpError("closed")
+        if c.stop_reason is not None and not c.stopping:
+            raise WalkInterruptedError(f"interrupted: {c.stop_reason}")
+        if time.monotonic() > deadline:
+            raise BringUpError(f"timed out waiting for {what}; the drive is in {c.state()}")
+        time.sleep(0.002)
+
+
+def wait_state(c: DriveContext, want: str, timeout: float | None = None) -> None:
+    wait(c, lambda: c.state() == want, f"state {want} (controlword 0x{c.cw:04X})", timeout)
+
+
+def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> None:
+    """One whole bring-up (see the module docstring); the drive is :attr:`~DriveContext.up` after it, unless it is
+    in FAULT and ``reset_fault`` is False (its fault is then read and held until a re-arm).
+
+    :raises BringUpError: another master is heard, a step is refused or unanswered, a transition is not taken in
+        time, or the mode display is not the mode set.
+    """
+    s, node = c.s, c.node
+    on_bus = c.bus.claim()  # First: it listens until the bus has been heard long enough.
+    conflicts = [x for x in (c.foreign_master(c.bus.listen_s), on_bus) if x is not None]
+    if conflicts:
+        raise BringUpError(f"refusing to command it: {'; '.join(conflicts)}")
+    c.up = False
+    c.walking = True
+    c.ready = False  # Nothing is sent while it is configured.
+    if c.cw not in (od.CW_QUICK_STOP, od.CW_DISABLE_VOLTAGE):
+        c.cw = od.CW_SHUTDOWN  # What the first RPDOs carry: nothing that enables.
+    t0 = time.monotonic()
+    c.ident = identify(node, s, c.bus.iface)
+    c.layout = configure(node, s)
+    c.watch_rpdos([node.rpdo[n].cob_id for n in c.layout.rpdos])
+    _logger.info("%s identified and configured in %.3g s", c.name, time.monotonic() - t0)
+    if not c.layout.own:
+        c.notes.step(f"{c.name}: remapping refused: {c.layout.view()}")
+        _logger.warning("%s refused the PDO remapping; using %s", c.name, c.layout.view())
+    c.mode_cmd = od.MODE_OF_LAW[s.law]
+    c.mode_display = None
+    c.ready = True
+    c.bus.add_cycler(cycler)
+    started = time.monotonic()
+    c.booted = False
+    node.nmt.state = "OPERATIONAL"
+    wait(c, lambda: c.sw_at > started, "the first TPDO (statusword) after NMT OPERATIONAL")
+    wait(c, lambda: c.nmt == od.NMT_OPERATIONAL and c.nmt_at > started, "a heartbeat saying OPERATIONAL",
+         max(c.s.timeout_s, 3.0 * s.heartbeat_s))
+    state = c.state()
+    if state in ("FAULT", "FAULT REACTION ACTIVE"):
+        if not reset_fault:
+            read_fault(c, state, c.statusword)  # Held until an explicit re-arm.
+            c.up = True
+            return
+        c.cw = od.CW_DISABLE_VOLTAGE
+        time.sleep(2 * s.period_s)
+        c.cw = od.CW_FAULT_RESET
+        wait_state(c, "SWITCH ON DISABLED")
+    elif state == "QUICK STOP ACTIVE":
+        c.cw = od.CW_DISABLE_VOLTAGE
+        wait_state(c, "SWITCH ON DISABLED")
+    walk_to_switched_on(c)
+    assert c.layout is not None
+    in_tpdo = od.MODES_OF_OPERATION_DISPLAY in c.layout.tpdo
+    mode = c.mode_display if in_tpdo else read(node, od.MODES_OF_OPERATION_DISPLAY)
+    if mode != c.mode_cmd:
+        raise BringUpError(f"0x6061 = {mode} after 0x6060 := {c.mode_cmd}: the drive did not take the mode")
+    c.up = True
+
+
+def walk_to_switched_on(c: DriveContext) -> None:
+    """Shutdown → Switch On, each transition within ``timeout``."""
+    if c.state() != "SWITCHED ON":
+        c.cw = od.CW_SHUTDOWN
+        wait_state(c, "READY TO SWITCH ON")
+        c.cw = od.CW_SWITCH_ON
+        wait_state(c, "SWITCHED ON")
+
+
+def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bool], None]) -> None:
+    """Bring the drive up; any failure (no answer, a refusal, another master, a transition not taken in time) is
+    reported as error 11 and the whole bring-up tried again every :data:`ANSWER_RETRY_S` until it succeeds (a drive
+    booting after us, power-cycled, or a host stalled by kernel compilation), then the error is cleared.
+    ``answered(up)`` is told the outcome of each attempt (re-arms asked meanwhile wait for it)."""
+    reported: tuple[ErrorCode, str] | None = None
+    try:
+        while not c.closing.is_set():
+            try:
+                attempt(c, cycler, reset_fault=False)
+                if reported is not None and c.fault == reported:
+                    c.fault = None  # It is up now.
+                _logger.info("%s up: %s, %s", c.name, c.state(), c.ident.view())
+                answered(c.fault is None)
+                return
+            except Exception as ex:  # canopen/bus errors too: reported, never a silent hang.
+                text = str(ex) if isinstance(ex, BringUpError) else f"bring-up failed: {ex!r}"
+                failure = (ErrorCode.DRIVE_FAULT, f"{c.name}: {text}")
+                if c.fault is None or c.fault == reported:
+                    if c.fault != failure:
+                        _logger.warning("%s", failure[1])
+                    c.fault = reported = failure
+                elif c.fault != reported:
+                    answered(False)
+                    return  # A fault of the drive itself: it waits for a re-arm.
+                answered(False)
+            finally:
+                c.walking = False
+            if c.closing.wait(ANSWER_RETRY_S):
+                return
+            while not c.node.sdo.responses.empty():  # Late answers to what timed out must not answer anew.
+                c.node.sdo.responses.get_nowait()
+    finally:
+        c.walking = False
+
+
+def rearm(c: DriveContext, cycler: Callable[[], None]) -> bool:
+    """The whole bring-up again, resetting a fault; True once the drive is SWITCHED ON in our mode under our
+    control (the fault cleared), else False with the reason as the fault."""
+    stopping, cw, reason = c.stopping, c.cw, c.stop_reason
+    c.stopping, c.stop_reason = False, None
+    try:
+        attempt(c, cycler, reset_fault=True)
+    except Exception as ex:  # Reported as the fault; the drive stays stopped as it was.
+        text = str(ex) if isinstance(ex, BringUpError) else repr(ex)
+        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: re-arm failed: {text}")
+        c.stopping, c.cw, c.stop_reason = stopping, cw, reason
+        c.notes.step(c.fault[1])
+        return False
+    finally:
+        c.walking = False
+    c.fault, c.emcy, c.error_code, c.stop_reason = None, None, 0, None
+    c.notes.step(f"{c.name} re-armed: {c.state()} in {od.mode_name(c.mode_cmd)}, NMT {od.nmt_name(c.nmt)}")
+    return True
+
+
+def read_fault(c: DriveContext, state: str, sw: int) -> None:
+    """The drive's error code (0x603F) by SDO, as the fault's text."""
+    code = read(c.node, od.ERROR_CODE)
+    c.error_code = code or 0
+    emcy = f", {emcy_text(c.emcy)}" if c.emcy else ""
+    c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: {state} (statusword 0x{sw:04X}), error code "
+                f"{'unreadable' if code is None else f'0x{code:04X}'}{emcy}")
+
+
+def home(c: DriveContext) -> None:
+    """Homing (mode 6, ``homing_method`` and ``home_offset``), then back to the cyclic mode in SWITCHED ON."""
+    s, node = c.s, c.node
+    c.walking = True
+    try:
+        node.sdo[od.HOMING_METHOD].raw = s.homing_method
+        node.sdo[od.HOME_OFFSET].raw = clip_counts(s.home_offset * s.counts_per_unit, I32)
+        node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_HOMING
+        c.mode_cmd = od.MODE_HOMING
+        c.cw = od.CW_ENABLE
+        wait_state(c, "OPERATION ENABLED")
+        c.cw = od.CW_HOMING_START
+        done = od.SW_HOMING_ATTAINED | od.SW_TARGET_REACHED
+        wait(c, lambda: c.statusword & done == done, "homing attained")
+        if c.statusword & od.SW_FOLLOWING_ERROR:
+            raise BringUpError(f"homing error (statusword 0x{c.statusword:04X})")
+        c.notes.step(f"homed (method {s.homing_method}) at {c.p_counts / s.counts_per_unit:.6g}")
+    except Exception as ex:  # Reported; the drive is put back below either way.
+        c.notes.step(f"homing failed: {ex}")
+    finally:
+        try:
+            c.cw = od.CW_SWITCH_ON
+            wait_state(c, "SWITCHED ON")
+            node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_OF_LAW[s.law]
+            c.mode_cmd = od.MODE_OF_LAW[s.law]
+            assert c.layout is not None
+            if od.MODES_OF_OPERATION_DISPLAY in c.layout.tpdo:  # A TPDO sent before the change says homing still.
+                wait(c, lambda: c.mode_display == c.mode_cmd, f"0x6061 = {c.mode_cmd} after homing")
+        except Exception as ex:
+            c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: after homing: {ex}")
+        c.walking = False
+
+
+def stand_down(c: DriveContext, cycler: Callable[[], None]) -> None:
+    """After the loop let go (at rest): Disable Operation, Shutdown, NMT pre-operational, the drive's watch of our
+    heartbeat off."""
+    node = c.node
+    if node is None or not c.ready:
+        return
+    c.walking = True
+    try:
+        for cw, want in ((od.CW_SWITCH_ON, "SWITCHED ON"), (od.CW_SHUTDOWN, "READY TO SWITCH ON")):
+            if c.state() in ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE") or c.stopping:
+                break
+            c.cw = cw
+            wait_state(c, want, min(c.s.timeout_s, 0.5))
+        c.up = False
+        c.bus.remove_cycler(cycler)
+        node.nmt.state = "PRE-OPERATIONAL"
+        node.sdo[od.CONSUMER_HEARTBEAT][1].raw = 0
+    except Exception as ex:  # Leaving anyway: the drive's own watch covers what did not get through.
+        _logger.info("%s: stand-down incomplete: %s", c.name, ex)
+    finally:
+        c.walking = False
+
+
+def velocity(c: DriveContext) -> float | None:
+    """The joint's velocity as the drive reports it: its TPDO while they come, else 0x606C by SDO [unit/s]."""
+    if c.tpdo_fresh(time.monotonic()):
+        return c.v_counts / c.s.counts_per_unit
+    counts = read(c.node, od.VELOCITY_ACTUAL)
+    return None if counts is None else counts / c.s.counts_per_unit

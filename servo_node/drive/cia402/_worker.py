@@ -1,0 +1,173 @@
+"""The one thread of a CiA 402 drive that waits on the drive: every SDO and NMT exchange after the bus is open.
+
+One thread, created once, so that no two SDO transfers ever share the drive's SDO channel and no event costs a
+thread. It brings the drive up (:func:`._walks.bring_up`), then serves, most urgent first: a stop by every
+channel (:mod:`._escalate`), a fault's code to read, an object to read at once (0x1017 when the heartbeat went
+silent while the TPDOs come), the user's jobs (re-arm, homing, stand-down; each answers a future), and between
+them the read-back (:class:`._verify.ReadBack`) and, while no TPDO comes, the statusword and mode display by SDO
+so that ``sys.drive`` says what the drive says. The receive and cycle threads only set a request and wake it.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from ...errors import ErrorCode
+from . import _dictionary as od
+from . import _walks as walks
+from ._context import DriveContext
+from ._escalate import stop_by_every_channel
+from ._verify import READBACK_PERIOD_S, ReadBack, plan, read
+
+_logger = logging.getLogger(__name__)
+
+IDLE_S = 0.5
+"""The longest the worker sleeps with nothing due (it is woken for anything sooner) [second]."""
+
+
+class Worker:
+    """The worker of one drive; :meth:`submit` a job, :meth:`close` to end it."""
+
+    def __init__(self, c: DriveContext, cycler: Callable[[], None]) -> None:
+        self.c = c
+        self._cycler = cycler
+        self._jobs: collections.deque[tuple[str, Future[bool]]] = collections.deque()
+        self._waiting: list[Future[bool]] = []  # Re-arms asked while the first bring-up is not done.
+        self._thread: threading.Thread | None = None
+        self._brought_up = False
+        self.readback = ReadBack()
+        self._view_at = 0.0
+
+    def start(self) -> None:
+        """Start the thread (the bring-up first); idempotent."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"cia402 {self.c.s.node_id}", daemon=True)
+            self._thread.start()
+
+    def submit(self, kind: str) -> Future[bool]:
+        """A job (``rearm``, ``home``, ``stand_down``) for the thread; its future holds whether it succeeded."""
+        fut: Future[bool] = Future()
+        if self._thread is None or not self._thread.is_alive():
+            fut.set_result(False)
+            return fut
+        self._jobs.append((kind, fut))
+        self.c.wake.set()
+        return fut
+
+    def busy(self) -> bool:
+        return bool(self._jobs) or self.c.walking or not self._brought_up
+
+    def close(self, timeout: float) -> None:
+        self.c.closing.set()
+        self.c.wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    # ---------------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        c = self.c
+        try:
+            walks.bring_up(c, self._cycler, self._answer_waiting)
+            self._brought_up = True
+            if c.up:
+                self.readback.reset(plan(c))
+            while not c.closing.is_set():
+                c.wake.wait(self._sleep_s())
+                c.wake.clear()
+                if not c.closing.is_set():
+                    self._pass()
+        except Exception:  # A bug here must not leave the drive unsupervised silently.
+            _logger.exception("%s: worker failed", c.name)
+            c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: supervision failed (see the log)")
+        finally:
+            for _, fut in self._jobs:
+                fut.set_result(False)
+            self._answer_waiting(False)
+
+    def _answer_waiting(self, up: bool) -> None:
+        waiting, self._waiting = self._waiting, []
+        for fut in waiting:
+            if not fut.done():
+                fut.set_result(up)
+        while self._jobs and self._jobs[0][0] == "rearm" and not self._brought_up:
+            self._jobs.popleft()[1].set_result(up)  # A re-arm asked during the bring-up: it is that bring-up.
+
+    def _sleep_s(self) -> float:
+        c = self.c
+        if self._reading_back():
+            return max(0.0, min(IDLE_S, self.readback.next_at - time.monotonic()))
+        if c.ready and not c.tpdo_fresh(time.monotonic()):
+            return max(0.0, min(IDLE_S, self._view_at - time.monotonic()))
+        return IDLE_S
+
+    def _reading_back(self) -> bool:
+        c = self.c
+        return c.up and c.fault is None and not c.walking and not c.stopping and c.nmt != od.NMT_STOPPED
+
+    def _pass(self) -> None:
+        """Everything due, most urgent first."""
+        c = self.c
+        if c.stop_reason is not None and not c.stopping:
+            stop_by_every_channel(c)
+        if c.fault_read is not None:
+            (state, sw), c.fault_read = c.fault_read, None
+            walks.read_fault(c, state, sw)
+        if c.urgent is not None:
+            self._urgent()
+        while self._jobs and not (c.stop_reason is not None and not c.stopping):
+            kind, fut = self._jobs.popleft()
+            fut.set_result(self._job(kind))
+        now = time.monotonic()
+        if self._reading_back() and now >= self.readback.next_at:
+            found = self.readback.step(c)
+            if found is not None and self._reading_back():
+                verdict, check = found
+                c.lose_control(verdict, escalate=check.commands)
+        if c.ready and not c.tpdo_fresh(now) and now >= self._view_at and c.nmt != od.NMT_STOPPED:
+            self._view_at = now + READBACK_PERIOD_S
+            self._view_by_sdo()
+
+    def _job(self, kind: str) -> bool:
+        c = self.c
+        if kind == "rearm":
+            ok = walks.rearm(c, self._cycler)
+            if ok:
+                self.readback.reset(plan(c))
+            return ok
+        if kind == "home":
+            walks.home(c)
+            return c.fault is None
+        if kind == "stand_down":
+            walks.stand_down(c, self._cycler)
+            return True
+        return False
+
+    def _urgent(self) -> None:
+        """The heartbeat went silent while the TPDOs come: did someone turn its producer off?"""
+        c = self.c
+        c.urgent = None
+        check = self.readback.find(od.PRODUCER_HEARTBEAT)
+        value = read(c.node, od.PRODUCER_HEARTBEAT)
+        verdict = check.verdict(value, c.name) if check is not None and value is not None else None
+        if verdict is not None:
+            c.lose_control(verdict, escalate=False)
+        elif c.fault is None:
+            silent = time.monotonic() - c.nmt_at
+            c.set_fault(ErrorCode.DRIVE_LOST, f"{c.name}: heartbeat silent for {silent:.3g} s though its PDOs come "
+                        f"(0x1017 {'unreadable' if value is None else f'= {value}'})")
+
+    def _view_by_sdo(self) -> None:
+        """The statusword and mode display while no TPDO brings them (NMT PRE-OPERATIONAL)."""
+        c = self.c
+        sw = read(c.node, od.STATUSWORD)
+        mode = read(c.node, od.MODES_OF_OPERATION_DISPLAY)
+        if sw is not None:
+            c.statusword, c.sw_at = sw, time.monotonic()
+        if mode is not None:
+            c.mode_display, c.mode_at = mode, time.monotonic()

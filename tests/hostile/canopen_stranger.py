@@ -154,6 +154,42 @@ class CanListener:
         self._bus.shutdown()
 
 
+class JointTimeline(CanListener):
+    """The joint's velocity and position as the drive itself put them on the bus, kernel-stamped: its TPDOs in the
+    servo's mapping (TPDO1 statusword + mode display + position, 7 bytes; TPDO2 velocity + torque, 6 bytes) and its
+    SDO answers for 0x606C and 0x6064 (to whoever asked: the stranger keeps asking while no TPDO comes)."""
+
+    def __init__(self, iface: str, drive_id: int) -> None:
+        self.drive_id = drive_id
+        super().__init__(iface, {0x180 + drive_id, 0x280 + drive_id, 0x580 + drive_id})
+
+    def velocities(self, since: float) -> list[tuple[float, float]]:
+        """(wall-clock stamp, velocity [unit/s]) from ``since`` on."""
+        out = []
+        with self._lock:
+            frames = list(self.frames)
+        for cob, t, data in frames:
+            if t < since:
+                continue
+            if cob == 0x280 + self.drive_id and len(data) == 6:
+                out.append((t, int.from_bytes(data[0:4], "little", signed=True) / COUNTS))
+            elif cob == 0x580 + self.drive_id and len(data) == 8 and data[0] & 0xE0 == 0x40 and \
+                    data[1:4] == bytes([0x6C, 0x60, 0]):
+                out.append((t, int.from_bytes(data[4:8], "little", signed=True) / COUNTS))
+        return out
+
+    def rest_since(self, since: float, v_rest: float) -> float | None:
+        """The stamp from which every velocity reading after ``since`` stays within ``v_rest`` (None: the last one
+        does not)."""
+        readings = self.velocities(since)
+        if not readings or abs(readings[-1][1]) > v_rest:
+            return None
+        moving = [t for t, v in readings if abs(v) > v_rest]
+        if not moving:
+            return readings[0][0]
+        return next(t for t, _ in readings if t > moving[-1])
+
+
 def max_gap(stamps: list[float], start: float, end: float) -> float:
     """Largest gap between consecutive stamps in [start, end], the edges included [second]."""
     inner = sorted(t for t in stamps if start <= t <= end)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from servo_node.drive.cia402._dictionary import state_of
-from tests.hostile.canopen_stranger import CanListener, Stranger, at_rest, flood, max_gap, stranger
+from tests.hostile.canopen_stranger import CanListener, JointTimeline, Stranger, at_rest, flood, max_gap, stranger
 from tests.hostile.harness import observer
 from tests.procs import BusThread, RegisterClient, servo_node, wait_for, y
 from tests.system.test_cia402 import DRIVE_ID, NODE, Rig, _up, rig
@@ -41,61 +41,11 @@ STOP_BOUND_S = 3 * HEARTBEAT_S + READBACK_S + 2 * TIMEOUT_S + V_MAX / QUICK_STOP
 """From the attack to the joint at rest: the cause noticed (three heartbeats, a read-back round), Quick Stop and
 Disable Voltage asked by SDO (an answer each), the drive's quick stop ramp from the fastest it ran."""
 V_REST = 0.05
+EAR = 3797
+"""Cyphal node-ID of the test's diagnostics subscriber."""
 ATTACK_AT = 6.4
 """Where the joint is when the stranger acts, in a move 0 → 20 at 10 units/s."""
 REARM = 0x7E00
-
-
-def _mode(s: Stranger, mode: int) -> None:
-    s.write(0x6060, None, mode)
-
-
-ATTACKS: dict[str, tuple[Callable[[Stranger], None], str]] = {
-    "0x6060 := 10 (CST)": (lambda s: _mode(s, 10), "left CSV: 0x6061 = 10"),
-    "0x6060 := 8 (CSP)": (lambda s: _mode(s, 8), "left CSV: 0x6061 = 8"),
-    "RPDO1 disabled": (lambda s: s.write(0x1400, 1, 0x80000200 + DRIVE_ID), "0x1400:01 = 0x80000205"),
-    "NMT enter pre-operational": (lambda s: s.nmt(0x80), "PRE-OPERATIONAL (heartbeat)"),
-    "NMT stop": (lambda s: s.nmt(0x02), "STOPPED (heartbeat)"),
-    "NMT reset node": (lambda s: s.nmt(0x81), "rebooted (boot-up)"),
-    "0x1017 := 0": (lambda s: s.write(0x1017, None, 0), "0x1017 = 0"),
-}
-
-
-@pytest.mark.parametrize("attack", list(ATTACKS))
-def test_a_strangers_frame_stops_the_joint_names_the_cause_and_rearm_recovers(attack: str, tmp_path: Path) -> None:
-    """One SDO write or NMT command mid-move: the joint's own velocity comes within 0.05 of rest within the stop's
-    bound, the servo's error names what changed, ``sys.drive`` says what the drive says; the re-arm answers SUCCESS
-    once the drive is back under control, and a move to 0 then reaches 0 ± 0.05."""
-    act, cause = ATTACKS[attack]
-    with rig(tmp_path) as r, stranger(r.iface, DRIVE_ID) as s:
-        _up(r)
-        with r.publishing(20.0):
-            wait_for(lambda: r.motion()["meas"][0] >= ATTACK_AT, timeout=60, interval=0.02, what="the move under way")
-            before = s.joint()
-            t_attack = time.monotonic()
-            act(s)
-            rest = at_rest(s, V_REST, timeout=max(60.0, 4 * STOP_BOUND_S))
-            status = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the servo's error")
-        print(f"{attack}: joint at {before.p:.3f} moving {before.v:.3f}; at rest after {rest.t - t_attack:.3f} s "
-              f"at {rest.p:.3f} (travel {rest.p - before.p:+.3f}); error {status['error']}: {status['reason']}")
-        assert rest.t - t_attack <= STOP_BOUND_S, (rest, t_attack)
-        assert cause in status["reason"], status
-        sw = s.statusword()
-        assert r.drive()["state"] == state_of(sw), (r.drive(), f"0x{sw:04X}")
-        _rearm_and_move_to_zero(r, s)
-
-
-def _rearm_and_move_to_zero(r: Rig, s: Stranger) -> None:
-    out = y("cmd", "-T", "20", str(NODE), str(REARM), env=r.env, timeout=60)
-    assert '"status":0' in out.replace(" ", ""), out
-    drive = r.drive()
-    print(f"re-armed: {drive}")
-    assert drive["state"] in ("SWITCHED ON", "OPERATION ENABLED") and drive["mode"] == "CSV", drive
-    assert drive.get("nmt") == "OPERATIONAL" and s.read(0x6061) == 9, drive
-    with r.publishing(0.0):
-        end = wait_for(lambda: (j := s.joint()) and abs(j.p) <= V_REST and abs(j.v) <= V_REST and j, timeout=60,
-                       interval=0.05, what=f"the joint back at 0: {r.servo()}")
-    print(f"after the re-arm: the joint at {end.p:+.4f}, {end.v:+.4f}/s")
 
 
 class DiagnosticEar(BusThread):
@@ -135,6 +85,71 @@ def _closing(x: Any) -> Iterator[Any]:
         yield x
     finally:
         x.close()
+
+
+def _mode(s: Stranger, mode: int) -> None:
+    s.write(0x6060, None, mode)
+
+
+ATTACKS: dict[str, tuple[Callable[[Stranger], None], str, bool]] = {
+    "0x6060 := 10 (CST)": (lambda s: _mode(s, 10), "left CSV: 0x6061 = 10", True),
+    "0x6060 := 8 (CSP)": (lambda s: _mode(s, 8), "left CSV: 0x6061 = 8", True),
+    "RPDO1 disabled": (lambda s: s.write(0x1400, 1, 0x80000200 + DRIVE_ID), "0x1400:01 = 0x80000205", True),
+    "NMT enter pre-operational": (lambda s: s.nmt(0x80), "PRE-OPERATIONAL (heartbeat)", True),
+    "NMT stop": (lambda s: s.nmt(0x02), "STOPPED (heartbeat)", True),
+    "NMT reset node": (lambda s: s.nmt(0x81), "rebooted (boot-up)", True),
+    "0x1017 := 0": (lambda s: s.write(0x1017, None, 0), "0x1017 = 0", False),
+}
+"""attack → (the stranger's frame, what the servo's reason must name, whether our PDOs no longer reach the drive:
+then the servo stops it by every channel, and says so step by step; else the loop's own stop through them)."""
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_a_strangers_frame_stops_the_joint_names_the_cause_and_rearm_recovers(attack: str, tmp_path: Path) -> None:
+    """One SDO write or NMT command mid-move: the joint's own velocity comes within 0.05 of rest within the stop's
+    bound, the servo's error names what changed, ``sys.drive`` says what the drive says; the re-arm answers SUCCESS
+    once the drive is back under control, and a move to 0 then reaches 0 ± 0.05."""
+    act, cause, every_channel = ATTACKS[attack]
+    with rig(tmp_path) as r, stranger(r.iface, DRIVE_ID) as s, _closing(DiagnosticEar(NODE, EAR)) as ear, \
+            _closing(JointTimeline(r.iface, DRIVE_ID)) as timeline:
+        _up(r)
+        with r.publishing(20.0):
+            wait_for(lambda: r.motion()["meas"][0] >= ATTACK_AT, timeout=60, interval=0.02, what="the move under way")
+            before = s.joint()
+            t_attack, wall_attack = time.monotonic(), time.time()
+            act(s)
+            rest = at_rest(s, V_REST, timeout=max(60.0, 4 * STOP_BOUND_S))
+            status = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the servo's error")
+        rest_at = timeline.rest_since(wall_attack, V_REST)
+        peak = max((abs(v) for _, v in timeline.velocities(wall_attack)), default=float("nan"))
+        steps = [t for t in ear.since(t_attack) if "channel" in t or " by SDO" in t or "NMT" in t or "at rest" in t]
+        print(f"{attack}: joint at {before.p:.3f} moving {before.v:.3f}; at rest (|v| <= {V_REST}) "
+              f"{'never' if rest_at is None else f'{rest_at - wall_attack:.3f} s'} after the frame (drive's own "
+              f"readings, kernel stamps; peak |v| {peak:.3f}) at {rest.p:.3f} (travel {rest.p - before.p:+.3f}); "
+              f"error {status['error']}: {status['reason']}")
+        print("\n".join(steps))
+        assert rest_at is not None and rest_at - wall_attack <= STOP_BOUND_S, (rest_at, wall_attack)
+        assert cause in status["reason"], status
+        assert "braking" not in status["reason"], status
+        if every_channel:
+            assert any("Quick Stop by SDO: taken" in t for t in steps), steps
+            assert any("at rest" in t for t in steps), steps
+        sw = s.statusword()
+        assert r.drive()["state"] == state_of(sw), (r.drive(), f"0x{sw:04X}")
+        _rearm_and_move_to_zero(r, s)
+
+
+def _rearm_and_move_to_zero(r: Rig, s: Stranger) -> None:
+    out = y("cmd", "-T", "20", str(NODE), str(REARM), env=r.env, timeout=60)
+    assert '"status":0' in out.replace(" ", ""), out
+    drive = r.drive()
+    print(f"re-armed: {drive}")
+    assert drive["state"] in ("SWITCHED ON", "OPERATION ENABLED") and drive["mode"] == "CSV", drive
+    assert drive.get("nmt") == "OPERATIONAL" and s.read(0x6061) == 9, drive
+    with r.publishing(0.0):
+        end = wait_for(lambda: (j := s.joint()) and abs(j.p) <= V_REST and abs(j.v) <= V_REST and j, timeout=60,
+                       interval=0.05, what=f"the joint back at 0: {r.servo()}")
+    print(f"after the re-arm: the joint at {end.p:+.4f}, {end.v:+.4f}/s")
 
 
 FLOOD_COUNT, FLOOD_S = 8000, 4.0

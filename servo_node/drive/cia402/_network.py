@@ -67,7 +67,7 @@ class CanopenBus:
         self.listen_s = listen_s(heartbeat_s, self.period_s)
         self._users = 0
         self._cyclers: list[Callable[[], None]] = []
-        self._watchers: list[Callable[[str], None]] = []
+        self._watchers: list[Callable[[Callable[[], str]], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sync_at = 0.0
@@ -110,16 +110,17 @@ class CanopenBus:
         found = []
         for cob_id, (count, at) in list(self.foreign.items()):
             if now - at <= within_s:
-                found.append(describe_foreign(cob_id, count, self.iface, self.master_id))
+                found.append(describe_foreign(cob_id, count, self.master_id))
         return "; ".join(found) or None
 
-    def watch(self, fn: Callable[[str], None]) -> None:
-        """Call ``fn(text)`` on the receive thread for every frame of another master (keep it O(1)); idempotent."""
+    def watch(self, fn: Callable[[Callable[[], str]], None]) -> None:
+        """Call ``fn(describe)`` on the receive thread for every frame of another master (keep it O(1); ``describe()``
+        is its text); idempotent."""
         with _lock:
             if fn not in self._watchers:
                 self._watchers = [*self._watchers, fn]
 
-    def unwatch(self, fn: Callable[[str], None]) -> None:
+    def unwatch(self, fn: Callable[[Callable[[], str]], None]) -> None:
         with _lock:
             self._watchers = [w for w in self._watchers if w is not fn]
 
@@ -127,9 +128,8 @@ class CanopenBus:
         count = self.foreign.get(can_id, (0, 0.0))[0] + 1
         self.foreign[can_id] = (count, time.monotonic())
         if self._claimed:
-            text = describe_foreign(can_id, count, self.iface, self.master_id)
             for fn in self._watchers:
-                fn(text)
+                fn(lambda: describe_foreign(can_id, count, self.master_id))
 
     def add_cycler(self, fn: Callable[[], None]) -> None:
         """Call ``fn`` every cycle before SYNC (from the cycle thread, or after each SYNC heard); idempotent."""
@@ -204,8 +204,8 @@ class CanopenBus:
             _logger.warning("Leaving %s: %s", self.iface, ex)
 
 
-def describe_foreign(cob_id: int, count: int, iface: str, master_id: int) -> str:
-    """What a frame of another master on ``iface`` means, naming its COB-ID (short: it ends in ``sys.status``)."""
+def describe_foreign(cob_id: int, count: int, master_id: int) -> str:
+    """What a frame of another master means, naming its COB-ID (short: it ends in ``sys.status``)."""
     if cob_id == SYNC_COB_ID:
         return f"another SYNC producer: SYNC COB-ID 0x{cob_id:03X} not sent by us ({count} heard)"
     return f"another node has our master node-ID {master_id}: heartbeat COB-ID 0x{cob_id:03X} ({count} heard)"

@@ -117,14 +117,14 @@ class Watch:
         count = c.foreign_rpdo.get(can_id, (0, 0.0))[0] + 1
         c.foreign_rpdo[can_id] = (count, time.monotonic())
         self.masters.hit(can_id)
-        if c.up:
+        if c.up and c.stop_reason is None:
             c.lose_control(f"{c.name} has another master: its RPDO COB-ID 0x{can_id:03X} from another node ({count} "
                            "heard)")
 
-    def _on_bus_conflict(self, text: str) -> None:
+    def _on_bus_conflict(self, describe: Callable[[], str]) -> None:
         c = self.c
-        if c.up:
-            c.lose_control(f"{c.name}: {text}")
+        if c.up and c.stop_reason is None:
+            c.lose_control(f"{c.name}: {describe()}")
 
     def statusword(self, sw: int) -> None:
         """A new statusword (from :meth:`~._drive.Cia402Drive._on_tpdo`)."""

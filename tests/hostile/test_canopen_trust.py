@@ -22,7 +22,7 @@ import pytest
 from servo_node.drive.cia402._dictionary import state_of
 from tests.hostile.canopen_stranger import CanListener, JointTimeline, Stranger, at_rest, flood, max_gap, stranger
 from tests.hostile.harness import observer
-from tests.procs import BusThread, RegisterClient, servo_node, wait_for, y
+from tests.procs import BusThread, RegisterClient, base_env, servo_node, wait_for, y
 from tests.system.test_cia402 import DRIVE_ID, NODE, Rig, _up, rig
 
 HEARTBEAT_S = 0.1
@@ -223,3 +223,51 @@ def test_two_masters_for_one_drive_name_each_other(tmp_path: Path) -> None:
             rest = at_rest(s, V_REST, timeout=60)
         print(f"first servo: {st['reason']}; joint at rest at {rest.p:.3f}")
         assert "0x205" in st["reason"] or "0x080" in st["reason"], st
+
+
+LOAD = 5.0
+"""A constant external force on the joint [N·m]: a brakeless axis under load (``JointParams.load``)."""
+
+
+def test_a_joint_that_still_moves_after_every_channel_is_reported_uncontrollable(tmp_path: Path) -> None:
+    """The drive in this process, its joint under a constant load (no brake): the stranger's NMT enter
+    pre-operational while it holds 3; the stop by every channel ends with the motor off (Quick Stop to SWITCH ON
+    DISABLED), and the load moves the joint: the servo says so — uncontrollable, with each step it took — never
+    "braking"."""
+    from sim_plant import JointParams
+    from sim_plant_node.cia402 import Emulator
+    from tests.system.test_cia402 import CLIENT, SETPOINT, _iface
+
+    iface = _iface()
+    with Emulator(JointParams(max_velocity=100.0, max_force=100.0, load=LOAD), DRIVE_ID, iface) as emulator:
+        env = base_env(UAVCAN__NODE__ID=str(NODE), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
+                       SERVO__DRIVE__BACKEND="cia402", SERVO__DRIVE__CAN__IFACE=iface,
+                       SERVO__DRIVE__CANOPEN__NODE_ID=str(DRIVE_ID), SERVO__PROFILE__VELOCITY="-10 10",
+                       SERVO__PROFILE__ACCELERATION="-50 50", SERVO__PROFILE__JERK="500")
+        with servo_node(env, tmp_path / "servo.db", NODE), stranger(iface, DRIVE_ID) as s, \
+                _closing(DiagnosticEar(NODE, EAR)) as ear:
+            r = Rig(iface, env, RegisterClient(env, NODE, CLIENT + 1))
+            try:
+                _wait_switched_on(r)
+                with r.publishing(3.0):
+                    wait_for(lambda: abs(r.motion()["meas"][0] - 3.0) < 0.01, timeout=120,
+                             what=f"holding 3 under load: {r.servo()} {r.drive()}")
+                    t_attack = time.monotonic()
+                    s.nmt(0x80)
+                    status = wait_for(lambda: (x := r.servo())["error"] != 0 and "uncontrollable" in x["reason"]
+                                      and x, timeout=60, what=f"uncontrollable: {r.servo()}")
+                steps = ear.since(t_attack)
+                assert emulator.plant is not None
+                v = emulator.plant.sample().velocity
+            finally:
+                assert r.reader is not None
+                r.reader.close()
+        print(f"under load: {status['reason']}; the joint's own velocity {v:+.3f}\n" + "\n".join(steps))
+        assert "braking" not in status["reason"]
+        assert abs(v) > V_REST
+        assert any("Quick Stop by SDO" in t for t in steps) and any("Disable Voltage by SDO" in t for t in steps)
+        assert any("uncontrollable" in t for t in steps), steps
+
+
+def _wait_switched_on(r: Rig) -> None:
+    wait_for(lambda: r.drive().get("state") == "SWITCHED ON", timeout=180, what="the drive brought up")

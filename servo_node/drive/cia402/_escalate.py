@@ -66,13 +66,13 @@ def stop_by_every_channel(c: DriveContext) -> None:
             node.nmt.state = "PRE-OPERATIONAL"
             nmt = od.NMT_PRE_OPERATIONAL
             say(f"{c.name}: NMT enter pre-operational (it was STOPPED, where SDO is not served)")
-        steps = ["Quick Stop"]
+        steps = ["Quick Stop (SDO)"]
         why = write(node, od.CONTROLWORD, od.CW_QUICK_STOP)
         say(f"{c.name}: Quick Stop by SDO: {'taken' if why is None else why}")
         at_rest, v = wait_rest(c)
         if not at_rest:
             c.cw = od.CW_DISABLE_VOLTAGE
-            steps.append("Disable Voltage")
+            steps.append("Disable Voltage (SDO)")
             why = write(node, od.CONTROLWORD, od.CW_DISABLE_VOLTAGE)
             say(f"{c.name}: still moving ({_shown(v)}); Disable Voltage by SDO: {'taken' if why is None else why}")
             at_rest, v = wait_rest(c)
@@ -87,10 +87,9 @@ def stop_by_every_channel(c: DriveContext) -> None:
                 if not at_rest:
                     at_rest, v = wait_rest(c)
         if at_rest:
-            say(f"{c.name} at rest ({_shown(v)}) after {' and '.join(steps)}")
+            say(f"{c.name} at rest ({_shown(v)}) after {', '.join(steps)}")
         else:
-            text = (f"{c.name} uncontrollable: still moving ({_shown(v)}) after {', '.join(steps)} by SDO; it "
-                    f"stopped following us: {reason}")
+            text = f"{c.name} uncontrollable: still moving ({_shown(v)}) after {', '.join(steps)}; cause: {reason}"
             c.fault = (ErrorCode.DRIVE_FAULT, text)
             say(text)
     except Exception as ex:  # A bus error: reported, the fault stands.

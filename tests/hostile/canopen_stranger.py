@@ -108,20 +108,22 @@ def stranger(iface: str, drive_id: int) -> Iterator[Stranger]:
 
 
 def at_rest(s: Stranger, v_rest: float, timeout: float, hold_s: float = 0.3) -> JointSample:
-    """The first sample from which the joint's own velocity stays within ``v_rest`` for ``hold_s``; fails after
-    ``timeout`` naming the last sample."""
+    """The first sample of a run of samples within ``v_rest`` that has lasted ``hold_s``; fails after ``timeout``
+    naming the last samples."""
     samples: list[JointSample] = []
 
     def settled() -> JointSample | None:
         samples.append(s.joint())
-        calm = [x for x in samples if x.t >= samples[-1].t - hold_s]
-        if samples[-1].t - samples[0].t >= hold_s and calm[0].t <= samples[-1].t - 0.9 * hold_s and all(
-            abs(x.v) <= v_rest for x in calm
-        ):
-            return next(x for x in samples if x.t >= samples[-1].t - hold_s)
+        moving = [k for k, x in enumerate(samples) if abs(x.v) > v_rest]
+        start = moving[-1] + 1 if moving else 0
+        if start < len(samples) and samples[-1].t - samples[start].t >= hold_s:
+            return samples[start]
         return None
 
-    return wait_for(settled, timeout, interval=0.05, what=f"the joint at rest (|v| <= {v_rest}): {samples[-3:]}")
+    try:
+        return wait_for(settled, timeout, interval=0.05, what=f"the joint at rest (|v| <= {v_rest})")
+    except AssertionError as ex:
+        raise AssertionError(f"{ex}; the last readings: {samples[-5:]}") from None
 
 
 class CanListener:

@@ -220,7 +220,10 @@ def test_two_masters_for_one_drive_name_each_other(tmp_path: Path) -> None:
             s.network.send_message(0x200 + DRIVE_ID, bytes([0x0F, 0, 0, 0, 0, 0]))
             s.network.send_message(0x80, b"")
             st = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the first servo's error")
-            rest = at_rest(s, V_REST, timeout=60)
+            try:
+                rest = at_rest(s, V_REST, timeout=60)
+            except AssertionError as ex:
+                raise AssertionError(f"{ex}; {r.servo()} {r.drive()}") from None
         print(f"first servo: {st['reason']}; joint at rest at {rest.p:.3f}")
         assert "0x205" in st["reason"] or "0x080" in st["reason"], st
 

@@ -76,6 +76,8 @@ class DriveContext:
         self.closing = threading.Event()
         self.notes = Notes()
         self.foreign_rpdo: dict[int, tuple[int, float]] = {}
+        self.listening_since = math.inf
+        """Since when the drive's RPDO COB-IDs are watched for another master (monotonic)."""
         self.foreign_write: tuple[int, int, float] | None = None
         self.foreign_nmt: tuple[int, float] | None = None
         self.watch_rpdos: Callable[[list[int]], None] = lambda cob_ids: None

@@ -62,7 +62,10 @@ def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> N
         time, or the mode display is not the mode set.
     """
     s, node = c.s, c.node
-    on_bus = c.bus.claim()  # First: it listens until the bus has been heard long enough.
+    on_bus = c.bus.claim()  # First: it listens until the bus has been heard long enough…
+    delay = c.listening_since + c.bus.listen_s - time.monotonic()
+    if delay > 0.0 and c.closing.wait(delay):  # …and the drive's own COB-IDs too.
+        raise BringUpError("closed")
     conflicts = [x for x in (c.foreign_master(c.bus.listen_s), on_bus) if x is not None]
     if conflicts:
         raise BringUpError(f"refusing to command it: {'; '.join(conflicts)}")

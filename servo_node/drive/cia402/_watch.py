@@ -66,6 +66,7 @@ class Watch:
         for cob_id, fn in subs:
             network.subscribe(cob_id, fn)
         self._subscribed = subs
+        c.listening_since = time.monotonic()
         c.bus.watch(self._on_bus_conflict)
 
     def watch_rpdos(self, cob_ids: list[int]) -> None:

@@ -83,11 +83,9 @@ class CanopenBus:
         self._opened_at = time.monotonic()
 
     def claim(self) -> str | None:
-        """Once per bus: listen until :attr:`listen_s` after the bus was opened, then produce our heartbeat — unless
-        another master was heard meanwhile: its description, and nothing sent (ask again later). Blocking."""
-        with _lock:
-            if self._claimed:
-                return None
+        """Listen until :attr:`listen_s` after the bus was opened, then (once per bus) produce our heartbeat —
+        unless another master was heard within the last :attr:`listen_s`: its description, and nothing new sent
+        (ask again later). Blocking."""
         delay = self._opened_at + self.listen_s - time.monotonic()
         if delay > 0.0 and self._stop.wait(delay):
             return "closed"

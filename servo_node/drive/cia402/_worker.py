@@ -37,7 +37,6 @@ class Worker:
         self.c = c
         self._cycler = cycler
         self._jobs: collections.deque[tuple[str, Future[bool]]] = collections.deque()
-        self._waiting: list[Future[bool]] = []  # Re-arms asked while the first bring-up is not done.
         self._thread: threading.Thread | None = None
         self._brought_up = False
         self.readback = ReadBack()
@@ -91,10 +90,7 @@ class Worker:
             self._answer_waiting(False)
 
     def _answer_waiting(self, up: bool) -> None:
-        waiting, self._waiting = self._waiting, []
-        for fut in waiting:
-            if not fut.done():
-                fut.set_result(up)
+        """The outcome of a bring-up attempt for the re-arms asked while the first bring-up is not done."""
         while self._jobs and self._jobs[0][0] == "rearm" and not self._brought_up:
             self._jobs.popleft()[1].set_result(up)  # A re-arm asked during the bring-up: it is that bring-up.
 

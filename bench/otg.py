@@ -19,6 +19,11 @@ import time
 import numpy as np
 from numba import njit
 
+from servo_node._kernel_cache import invalidate_if_sources_changed
+
+if __name__ == "__main__":
+    invalidate_if_sources_changed()  # before the kernel modules below load their numba caches
+
 from servo_node.otg import PROFILE_SIZE, Planner, fast_plan_into, plan, plan_batch, plan_into
 
 N = 20_000
@@ -54,9 +59,10 @@ def ruckig_inputs(rows: np.ndarray) -> list[object]:
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=False, nogil=True)
 def _plan_all(rows, profile) -> float:  # type: ignore[no-untyped-def]
-    """Plan every row inside numba (the control loop's view of the per-call cost)."""
+    """Plan every row inside numba (the control loop's view of the per-call cost); not cached: numba checks only
+    this file, so a cached copy would keep running the planner it was compiled with after an edit of ``otg``."""
     acc = 0.0
     for i in range(rows.shape[0]):
         r = rows[i]

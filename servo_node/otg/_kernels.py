@@ -103,7 +103,10 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
     vs = min(max(vs, vmn), vmx)
     d_dir, t_dir, _g = vchange_dist(v, a, w - v, lo, hi, vtol, rule)
     err = D - d_dir
-    tol = 1e-14 * (abs(D) + abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir) + pnoise
+    # rounding of the direct change's computed distance (its velocities times its duration); with D's own
+    # rounding and the position resolution (pnoise) it is the tolerance on reaching D
+    dnoise = 1e-14 * (abs(d_dir) + (abs(v) + abs(w) + 1.0) * t_dir)
+    tol = 1e-14 * abs(D) + dnoise + pnoise
     if abs(err) <= tol:
         return OK, _push_vchange(prof, n, v, w - v, a, lo, hi, vtol, rule)
     if err > 0.0:
@@ -140,8 +143,10 @@ def _plan_normalised(  # type: ignore[no-untyped-def]
         return OK, _push_chain(prof, n, KIND_PEAK, x, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
     if vmn < 0.0:
         return OK, _push_chain(prof, n, KIND_PEAK, bottom, (D - d_end) / vmn, v, a, w, lo, hi, vtol, vhi, rule)
-    if d_end - D <= 10.0 * tol:
-        return OK, _push_chain(prof, n, KIND_PEAK, bottom, 0.0, v, a, w, lo, hi, vtol, vhi, rule)  # short by noise only
+    if d_end - D <= tol + 9.0 * dnoise:
+        # short by noise only: ten times the computed distance's rounding, the resolution once (a start at rest has
+        # no computed distance: a target behind it by more than the resolution is infeasible, not a jump onto pt)
+        return OK, _push_chain(prof, n, KIND_PEAK, bottom, 0.0, v, a, w, lo, hi, vtol, vhi, rule)
     return INFEASIBLE, n
 
 

@@ -53,6 +53,7 @@ def problems(draw: st.DrawFn) -> Problem:
 @example(Problem(0.0, 0.0, 957.25, 0.0, 0.0, -352.0, 352.0, -0.01, 957.25, 3.0))  # plateau residue, T = 3e9 s (CI)
 @example(Problem(0.0, 0.0, 372.88976114060563, 0.0, 0.0, -0.01, 0.01, -372.88976114060563, 372.88976114060563,
                  0.01))  # a brake to v = 3.5e6, where a velocity is known to 5e-10
+@example(Problem(2e-16, 0.0, 0.0, 0.0, 0.0, -0.0, 98.0, -1.0, 1.0, 0.125))  # empty plan jumped 10x the resolution
 def test_every_plan_is_valid_or_honestly_infeasible(pr: Problem) -> None:
     """Status 0 plans obey every limit, the rule and reach the (repaired) target; status 1 only if reversing is
     forbidden (v_min == 0); never a numerical failure."""

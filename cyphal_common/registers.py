@@ -3,7 +3,9 @@
 An application declares its registers as a mapping ``name → RegisterSpec`` (default value and a validator built
 from :func:`scalar`, :func:`pair`, :func:`choice`, …) and opens a :class:`ValidatingRegistry` over it: defaults
 and ``NAME__WITH__UNDERSCORES`` environment overrides are applied as pycyphal does, and a write that breaks a
-constraint or is not finite is refused (the old value stays), counted, and reported through ``on_refused``.
+constraint or is not finite is refused (the old value stays), counted, and reported through ``on_refused``. So is
+one the register's type cannot take (:mod:`cyphal_common.register_values`: NaN into a natural, 2 into a bit) and
+one the register file cannot store (a full disk: the file's transaction is rolled back, nothing changes).
 
 Imports ``pycyphal.application``, which imports the ``uavcan`` namespace: compile the DSDL first
 (:func:`cyphal_common.dsdl.ensure_compiled`).
@@ -12,6 +14,7 @@ Imports ``pycyphal.application``, which imports the ``uavcan`` namespace: compil
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,9 +25,17 @@ import numpy as np
 from pycyphal.application import register
 from pycyphal.application._registry_factory import SimpleRegistry
 from pycyphal.application.register import Value, ValueConversionError, ValueProxy
+from pycyphal.application.register.backend import BackendError
 
 from . import registry_file
 from .errors import ConfigurationError
+from .register_values import unconvertible
+
+PORT_TYPE = re.compile(r"uavcan\.(pub|sub|cln|srv)\..+\.type\Z")
+"""A port's type register, ``uavcan.<pub|sub|cln|srv>.<port>.type``: the Cyphal register conventions
+(``uavcan.register.Access``) make it string, immutable, persistent. pycyphal serves it from a getter (in memory,
+never stored) and says "not persistent"; it is the same after every power cycle (the program's port type), so
+this registry says persistent."""
 
 Validator = Callable[[ValueProxy], str | None]
 """Returns None if the value is acceptable, else a human-readable reason."""
@@ -186,32 +197,46 @@ def _size_mismatch(current: ValueProxy, source: object) -> str | None:
     return None if have == got else f"needs {have} value{'s' if have != 1 else ''}, got {got}"
 
 
+def _storage_cause(ex: Exception) -> str:
+    """SQLite's own words for a failed write ("database or disk is full"), under pycyphal's wrapper."""
+    return str(ex.__cause__ if isinstance(ex, BackendError) and ex.__cause__ is not None else ex)
+
+
 def _conversion_reason(current: ValueProxy, source: object) -> str:
     """Why pycyphal could not assign ``source`` to a register holding ``current``."""
     return f"cannot convert {_describe(source)} to {_describe(current)}"
 
 
 class _WatchedProxy(register.ValueProxyWithFlags):
-    """A register value whose failed :meth:`assign` calls ``on_failure(reason)`` before raising as usual.
+    """A register value whose failed :meth:`assign` calls ``on_failure(reason)`` (if given) before raising
+    :class:`~pycyphal.application.register.ValueConversionError`.
 
-    A numeric value of another element count fails too (pycyphal would truncate or zero-pad it silently).
+    Refused before converting: a numeric value of another element count (pycyphal would truncate or zero-pad it
+    silently) and one the register's type cannot take (:func:`~cyphal_common.register_values.unconvertible`: NaN
+    or 1e30 into a natural, 2 into a bit); a conversion that raises anything else is refused the same way.
     """
 
-    def __init__(self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None]) -> None:
-        super().__init__(v.value, mutable=v.mutable, persistent=v.persistent)
+    def __init__(self, v: register.ValueProxyWithFlags, on_failure: Callable[[str], None] | None,
+                 persistent: bool | None = None) -> None:
+        super().__init__(v.value, mutable=v.mutable, persistent=v.persistent if persistent is None else persistent)
         self._on_failure = on_failure
 
     def assign(self, source: register.RelaxedValue) -> None:
-        mismatch = _size_mismatch(self, source)
-        if mismatch is not None:
-            self._on_failure(mismatch)
-            raise RefusedWriteError(f"{mismatch}; kept {show(self)}")
+        reason = _size_mismatch(self, source) or unconvertible(self, source)
+        if reason is not None:
+            self._refused(reason)
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # 1e300 → real32 is inf, refused by the validator.
                 super().assign(source)
-        except ValueConversionError:
-            self._on_failure(_conversion_reason(self, source))
-            raise
+        except (ValueError, OverflowError) as ex:  # ValueConversionError, or a raw error from inside numpy/round.
+            self._refused(_conversion_reason(self, source) + ("" if isinstance(ex, ValueConversionError) else
+                                                              f" ({ex})"))
+
+    def _refused(self, reason: str) -> None:
+        if self._on_failure is not None:
+            self._on_failure(reason)
+            raise RefusedWriteError(f"{reason}; kept {show(self)}") from None
+        raise RefusedWriteError(reason) from None
 
 
 class ValidatingRegistry(SimpleRegistry):
@@ -223,7 +248,9 @@ class ValidatingRegistry(SimpleRegistry):
     before anything reaches :meth:`__setitem__` (:meth:`__getitem__` hands it a proxy that reports the failure; there
     a numeric write of another element count is refused for every register, pycyphal's included). Access writes to
     unknown or read-only registers are refused by :mod:`cyphal_common.register_access`, which serves Access.
-    Registers not in the table (``uavcan.*``, port-IDs, read-only ``sys.*``) are otherwise pycyphal's.
+    Registers not in the table (``uavcan.*``, port-IDs, read-only ``sys.*``) are otherwise pycyphal's, but for every
+    register a value its type cannot take is refused (:func:`~cyphal_common.register_values.unconvertible`), and a
+    write the register file cannot store (a full disk) is refused with SQLite's reason, the old value kept.
     The register file is checked read-only before it is opened (:mod:`cyphal_common.registry_file`).
     """
 
@@ -280,13 +307,15 @@ class ValidatingRegistry(SimpleRegistry):
         spec = self.spec_for(name)
         exists = not callable(value) and self.exists(name)
         try:  # While creating (setdefault), pycyphal applies the environment override through here.
-            if spec is not None and exists:
+            if exists:
                 candidate = ValueProxy(self[name].value)
-                reason = _size_mismatch(candidate, value)
-                if reason is None:
-                    with np.errstate(over="ignore", invalid="ignore"):
-                        candidate.assign(value)
-                    reason = spec.validator(candidate)
+                reason = unconvertible(candidate, value)
+                if reason is None and spec is not None:
+                    reason = _size_mismatch(candidate, value)
+                    if reason is None:
+                        with np.errstate(over="ignore", invalid="ignore"):
+                            candidate.assign(value)
+                        reason = spec.validator(candidate)
                 if reason is not None:
                     if self._creating:  # An environment override at creation: a configuration error, not a write.
                         raise RefusedWriteError(reason)
@@ -295,17 +324,38 @@ class ValidatingRegistry(SimpleRegistry):
             super().__setitem__(name, value)
         except RefusedWriteError:
             raise
-        except ValueConversionError:  # Wrong type or size: refused by pycyphal's conversion, counted all the same.
+        except (ValueError, OverflowError) as ex:  # Wrong type or size: refused by pycyphal's conversion, counted.
             if exists:
                 self.refuse(name, _conversion_reason(self[name], value))
-            raise
+            if isinstance(ex, ValueConversionError):
+                raise
+            raise ValueConversionError(f"{name}: {_conversion_reason(self[name], value)} ({ex})") from None
+        except (BackendError, sqlite3.Error) as ex:  # The register file could not take it (a full disk).
+            self._rollback()
+            reason = f"not stored: the register file refused it ({_storage_cause(ex)}); the old value stays"
+            if self._creating:
+                raise ConfigurationError(f"register {name}: {reason}") from None
+            self.refuse(name, reason)
+            raise RefusedWriteError(f"{name}: {reason}") from None
+
+    def _rollback(self) -> None:
+        """End the register file's failed transaction: what it did not commit must not be read back (or committed
+        with the next write) as if it had been stored."""
+        for b in self.backends:
+            db = getattr(b, "_db", None)
+            if isinstance(db, sqlite3.Connection):
+                try:
+                    db.rollback()
+                except sqlite3.Error:
+                    pass
 
     def __getitem__(self, name: str) -> register.ValueProxyWithFlags:
         """The register, as a proxy that reports a failed ``assign`` (the path of ``uavcan.register.Access``)."""
         v = super().__getitem__(name)
-        if self._creating:
-            return v
-        return _WatchedProxy(v, lambda reason: self.refuse(name, reason))
+        persistent = True if PORT_TYPE.match(name) else None
+        if self._creating:  # An environment override: refused as a configuration error, not counted as a write.
+            return _WatchedProxy(v, None, persistent)
+        return _WatchedProxy(v, lambda reason: self.refuse(name, reason), persistent)
 
     def exists(self, name: str) -> bool:
         """Whether the register exists: one lookup per backend (listing every name made creating N registers
@@ -334,6 +384,10 @@ class ValidatingRegistry(SimpleRegistry):
             raw = self.environment_variables.get(env, b"").decode(errors="replace")
             why = str(ex) if isinstance(ex, RefusedWriteError) else f"cannot be converted to {_describe(default)}"
             raise ConfigurationError(f"register {key}: environment variable {env}={raw!r}: {why}") from None
+        except (BackendError, sqlite3.Error) as ex:  # Created in the register file: it could not take it.
+            self._rollback()
+            raise ConfigurationError(f"register {key}: cannot be stored in the register file "
+                                     f"({_storage_cause(ex)})") from None
         finally:
             self._creating = False
         spec = self.spec_for(key)

@@ -92,6 +92,67 @@ CASES = [
 ]
 
 
+def _access(name: str, value: str) -> list[str]:
+    return ["call", str(NODE), ACCESS, f"{{name: {{name: {name}}}, value: {value}}}"]
+
+
+CONVERSION_CASES = [
+    # Issue 49 finding 6: values pycyphal's conversion raised on (no response, no count, no diagnostic), and values a
+    # bit took as true. (register, value as sent, words in the report)
+    *[
+        (name, value, words)
+        for name in ("servo.drive.node_id", "uavcan.pub.dynamics.id", "servo.drive.canopen.node_id")
+        for value, words in (
+            ("{real64: {value: [.nan]}}", "not a number"),
+            ("{real64: {value: [.inf]}}", "infinite"),
+            ("{real32: {value: [-.inf]}}", "infinite"),
+            ("{real64: {value: [-1]}}", "out of range 0..65535"),
+            ("{integer64: {value: [-1]}}", "out of range 0..65535"),
+            ("{real64: {value: [1e30]}}", "out of range 0..65535"),
+            ("{natural64: {value: [9223372036854775808]}}", "out of range 0..65535"),
+            ("{real32: {value: [2.5]}}", "not a whole number"),  # Was rounded to 2, silently.
+        )
+    ],
+    ("servo.drive.can.bitrate", "{real64: {value: [1e30]}}", "out of range 0..4294967295"),
+    *[
+        ("servo.stop.disengage_immediately", value, "a bit takes 0 or 1")
+        for value in ("{real64: {value: [.nan]}}", "{real64: {value: [.inf]}}", "{integer8: {value: [-1]}}",
+                      "{natural8: {value: [2]}}", "{real32: {value: [0.5]}}")
+    ],
+]
+
+
+@pytest.mark.parametrize(("name", "value", "words"), CONVERSION_CASES)
+def test_unconvertible_value_is_answered_refused_and_reported(
+    name: str, value: str, words: str, node: tuple[LoggedNode, RegisterClient, dict[str, str]]
+) -> None:
+    """``y call uavcan.register.access`` as sent: the node answers with the value it keeps (the call does not time
+    out), counts the refusal and reports it with the reason."""
+    proc, reader, env = node
+    before, kept = refused(reader), reader.read(name)
+    out = y("-j", *_access(name, value), env=env, client_id=next(_client_ids))
+    answer = json.loads(out)["384"]["value"]
+    assert answer == json.loads(y("-j", *_access(name, "{}"), env=env, client_id=next(_client_ids)))["384"]["value"]
+    wait_for(lambda: refused(reader) == before + 1, 10, what=f"refused_writes {before} -> {before + 1}")
+    assert reader.read(name) == kept
+    wait_for(lambda: f"register write refused: {name}" in proc.text(), 10, what="the refusal in the log")
+    line = [ln for ln in proc.text().splitlines() if f"register write refused: {name}" in ln][-1]
+    assert words in line, line
+    proc.assert_alive_and_clean()
+
+
+def test_a_bit_takes_zero_one_false_true(node: tuple[LoggedNode, RegisterClient, dict[str, str]]) -> None:
+    """What a bit does take, from any numeric type: 0/1 and false/true; each write answered with the new value."""
+    _, reader, env = node
+    before = refused(reader)
+    name = "servo.stop.disengage_immediately"
+    for value, expect in (("{real64: {value: [1]}}", [1.0]), ("{natural8: {value: [0]}}", [0.0]),
+                          ("{bit: {value: [true]}}", [1.0]), ("{integer64: {value: [0]}}", [0.0])):
+        y(*_access(name, value), env=env, client_id=next(_client_ids))
+        assert reader.read(name) == expect, value
+    assert refused(reader) == before
+
+
 @pytest.mark.parametrize(("args", "name", "after", "words"), CASES)
 def test_refused_write_is_counted_and_reported(
     args: list[str], name: str, after: object, words: str, node: tuple[LoggedNode, RegisterClient, dict[str, str]]
@@ -151,8 +212,9 @@ def test_overflowing_real64_write_is_refused_quietly() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         proxy = reg["servo.profile.jerk"]
-        proxy.assign(Value(real64=Real64([1e300])))  # What pycyphal's register server does first.
-        with pytest.raises(ValueConversionError):
-            reg["servo.profile.jerk"] = proxy
-    assert reg.refused_writes == 1 and reg.real("servo.profile.jerk") == 500.0
+        with pytest.raises(ValueConversionError, match="out of range of real32"):
+            proxy.assign(Value(real64=Real64([1e300])))  # What the register server does first: refused there.
+        with pytest.raises(ValueConversionError, match="out of range of real32"):
+            reg["servo.profile.jerk"] = Value(real64=Real64([1e300]))  # A direct write.
+    assert reg.refused_writes == 2 and reg.real("servo.profile.jerk") == 500.0
     reg.shutdown()

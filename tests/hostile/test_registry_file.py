@@ -6,9 +6,13 @@ line naming the file and the problem, with no traceback, and the file must be by
 
 from __future__ import annotations
 
+import errno
+import json
+import os
 import sqlite3
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,8 @@ import pytest
 from cyphal_common import registry_file
 from cyphal_common.errors import ConfigurationError
 from servo_node.registers import ServoRegistry
-from tests.procs import BIN, SIM_PLANT, base_env, popen, read_register, wait_for
+from tests.hostile.harness import logged_servo_node
+from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, read_register, wait_for, y
 
 NODE = 3715
 
@@ -136,6 +141,11 @@ def test_invalid_value_in_environment_is_a_configuration_error() -> None:
         ("UAVCAN__NODE__ID", "abc", "cannot be converted to natural16[1]"),  # A pycyphal register, made late.
         ("SERVO__PROFILE__JERK", "abc", "cannot be converted to real32[1]"),
         ("SERVO__PROFILE__JERK", "-1", "must be a single value > 0"),  # Was an AttributeError traceback.
+        ("UAVCAN__NODE__ID", "-1", "out of range 0..65535"),  # Issue 49: these were OverflowError tracebacks,
+        ("UAVCAN__NODE__ID", "1e30", "out of range 0..65535"),
+        ("UAVCAN__NODE__ID", "2.5", "not a whole number"),  # this one rounded to 2 silently,
+        ("SERVO__STOP__DISENGAGE_IMMEDIATELY", "2", "a bit takes 0 or 1"),  # and these were true.
+        ("SERVO__STOP__DISENGAGE_IMMEDIATELY", "nan", "a bit takes 0 or 1"),
     ],
 )
 def test_unusable_environment_value_is_one_line_error(variable: str, value: str, words: str) -> None:
@@ -172,3 +182,76 @@ os._exit(0)  # No close, no checkpoint: as if killed.
         reg.shutdown()
     moved = registry_file.move_aside(path)  # The log goes with the file it belongs to.
     assert moved is not None and not (tmp_path / "servo.db-wal").exists()
+
+
+def _fill(folder: Path) -> None:
+    """Fill the file system of ``folder`` to the last byte (a file of zeros until ENOSPC)."""
+    with (folder / "filler").open("wb", buffering=0) as f:
+        for chunk in (1 << 20, 4096, 512, 1):
+            try:
+                while True:
+                    f.write(bytes(chunk))
+            except OSError as ex:
+                assert ex.errno == errno.ENOSPC, ex
+
+
+@contextmanager
+def _small_disk(where: Path, size: str = "16m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``where`` for the block (root), unmounted after it."""
+    where.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "hardening-test", str(where)], check=True,
+                   timeout=30)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False, timeout=30)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs to fill (needs root)")
+def test_a_full_disk_answers_the_write_refuses_it_and_loses_nothing(tmp_path: Path) -> None:
+    """Issue 49 finding 7: a register write on a full disk got no answer and no diagnostic (a traceback only).
+
+    Now it is answered with the value kept, counted in ``refused_writes`` and reported with SQLite's words; the node
+    runs on. Killed while the disk is full and started again, the node finds every value it had stored, and once
+    there is room a write is stored again."""
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    with _small_disk(tmp_path / "disk") as disk:
+        path = disk / "servo.db"
+        with logged_servo_node(env, path, tmp_path / "first.log", NODE) as proc:
+            reader = RegisterClient(env, NODE, 3993)
+            try:
+                assert json.loads(y("-j", "r", str(NODE), "servo.profile.jerk", "123", env=env)) == 123.0
+                _fill(disk)
+                before = int(reader.json("sys.counters")["refused_writes"])
+                kept, answers = 123.0, []
+                for value in range(301, 351):  # Until the register file must grow (a write into room it has is
+                    out = y("-j", "r", str(NODE), "servo.profile.jerk", str(value), env=env)  # really stored).
+                    answers.append(json.loads(out))
+                    if answers[-1] != float(value):  # yakut prints a one-element array as a number.
+                        break
+                    kept = float(value)
+                assert answers[-1] == kept, answers  # Answered, with the value the node keeps.
+                wait_for(lambda: int(reader.json("sys.counters")["refused_writes"]) == before + 1, 10,
+                         what="the refusal counted")
+                line = [ln for ln in proc.text().splitlines() if "register write refused: servo.profile.jerk" in ln]
+                assert line and "database or disk is full" in line[-1] and "old value stays" in line[-1], line
+                assert reader.read("servo.profile.jerk") == [kept]
+                proc.assert_alive_and_clean()
+            finally:
+                reader.close()
+            proc.proc.kill()  # While the disk is still full: no orderly close, no checkpoint.
+            proc.proc.wait(30)
+        (disk / "filler").unlink()
+        registry_file.check(path)
+        with logged_servo_node(env, path, tmp_path / "second.log", NODE) as proc:
+            reader = RegisterClient(env, NODE, 3993)
+            try:
+                assert reader.read("servo.profile.jerk") == [kept]  # Nothing lost, nothing half-written.
+                assert json.loads(y("-j", "r", str(NODE), "servo.profile.jerk", "77", env=env)) == 77.0
+            finally:
+                reader.close()
+        reg = ServoRegistry(path, {})
+        try:
+            assert reg.real("servo.profile.jerk") == 77.0
+        finally:
+            reg.shutdown()

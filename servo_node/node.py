@@ -51,7 +51,7 @@ ALLOCATION_POLL_S = 0.1
 
 def vcs_revision() -> int:
     """GetInfo's software VCS revision: the first 64 bits of the checkout's git commit (0 where the package does not
-    run from a git checkout, e.g. an installed wheel). The hardware version stays 0.0: a software node, no board."""
+    run from a git checkout, e.g. an installed wheel). The hardware version is ``servo.hardware_version``'s."""
     import subprocess
 
     here = Path(__file__).resolve().parent
@@ -244,6 +244,7 @@ class ServoNode:
                 name=NODE_NAME,
                 software_vcs_revision_id=vcs_revision(),
                 software_version=uavcan.node.Version_1_0(*map(int, version("cyphal-servo").split(".")[:2])),
+                hardware_version=uavcan.node.Version_1_0(*map(int, reg.reals("servo.hardware_version"))),
             ),
             reg,
             transport=_make_transport(reg),

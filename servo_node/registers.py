@@ -87,6 +87,11 @@ Register                               Type          Default             Meaning
 ``servo.time_sync.master_node_id``     natural16     65535               node-wide: the only time master adopted;
                                                                          65535: the Cyphal rule (the lowest node-ID
                                                                          heard wins)
+``servo.hardware_version``             natural8[2]   [0, 0]              node-wide: {major, minor} that
+                                                                         ``uavcan.node.GetInfo`` reports as the
+                                                                         hardware version (from the next start or
+                                                                         RESTART); 0.0: a software-only node, no
+                                                                         board of its own
 (the backends')                        …             …                   each backend's own registers (its
                                                                          ``Drive.register_specs()``), e.g. ``sim.*``:
                                                                          the embedded joint (``sim`` backend), the
@@ -146,6 +151,7 @@ from cyphal_common.registers import (
     anything,
     bit,
     choice,
+    natural8,
     natural16,
     pair,
     real32,
@@ -260,6 +266,7 @@ SPECS: Mapping[str, RegisterSpec] = {
     ),
     "servo.time_sync": RegisterSpec(string("slave"), choice(*TIME_SYNC_MODES)),
     "servo.time_sync.master_node_id": RegisterSpec(natural16(NODE_ANY), _NODE_ID_OR_ANY),
+    "servo.hardware_version": RegisterSpec(natural8(0, 0), pair(lambda a, b: True, "{major, minor}, each 0..255")),
     "servo.axes": RegisterSpec(string(""), _axis_list),
     "servo.udral.group_index": RegisterSpec(natural16(0), scalar(lambda x: x == int(x) and 0 <= x <= 30, "in 0..30")),
     "servo.udral.group_quantity": RegisterSpec(string("position"), choice("position", "velocity")),
@@ -321,7 +328,7 @@ AXIS_NAME = re.compile(r"[a-z][a-z0-9_]*\Z")
 RESERVED = frozenset(RESERVED_AXIS_NAMES)
 """Axis names that would collide with the unprefixed register namespaces."""
 
-NODE_REGISTERS = frozenset({"servo.axes", "servo.time_sync"})
+NODE_REGISTERS = frozenset({"servo.axes", "servo.time_sync", "servo.hardware_version"})
 """Application registers of the node, not of an axis (never prefixed)."""
 
 

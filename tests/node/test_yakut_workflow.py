@@ -165,3 +165,36 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
     with _node(env, db, OTHER):  # A new process over the same register file.
         assert _obs().read("servo.profile.jerk") == [300.0]
         assert _obs().read("servo.profile.velocity") == [-3.0, 4.0]
+
+
+def _info(env: dict[str, str]) -> dict[str, Any]:
+    """``y call NODE uavcan.node.getinfo`` as a user types it."""
+    return dict(json.loads(y("-j", "call", str(NODE), "uavcan.node.getinfo", env=env))["430"])
+
+
+def test_hardware_version_comes_from_a_register(node_env: dict[str, str]) -> None:
+    """Issue 49: GetInfo said hardware 0.0 with no way to change it. A software-only node still says 0.0 (the
+    register's default), and ``servo.hardware_version`` sets it from the next start; a value no version can be is
+    refused."""
+    env = node_env
+    y("r", str(NODE), "servo.hardware_version", "0", "0", env=env)
+    restart(env)
+    assert _info(env)["hardware_version"] == {"major": 0, "minor": 0}
+    assert json.loads(y("-j", "r", str(NODE), "servo.hardware_version", "3", "1", env=env)) == [3, 1]
+    assert json.loads(y("-j", "r", str(NODE), "servo.hardware_version", "3", "1", "4", env=env)) == [3, 1]
+    restart(env)
+    assert _info(env)["hardware_version"] == {"major": 3, "minor": 1}
+    y("r", str(NODE), "servo.hardware_version", "0", "0", env=env)  # As it was, for the scenarios after this one.
+
+
+def test_port_type_registers_are_immutable_and_persistent(node_env: dict[str, str]) -> None:
+    """Issue 49: the ports' ``.type`` registers said "not persistent"; the Cyphal register conventions make them
+    string, immutable, persistent (pycyphal serves them from a getter, but they are the same after every start)."""
+    env = node_env
+    for name in ("uavcan.pub.dynamics.type", "uavcan.sub.setpoint_servo.type", "uavcan.sub.servo.setpoint.type"):
+        out = y("-j", "call", str(NODE), "uavcan.register.access", f"{{name: {{name: {name}}}}}", env=env)
+        res = json.loads(out)["384"]
+        assert res["value"]["string"]["value"], (name, res)
+        assert res["mutable"] is False and res["persistent"] is True, (name, res)
+    out = y("-j", "call", str(NODE), "uavcan.register.access", "{name: {name: uavcan.pub.dynamics.id}}", env=env)
+    assert json.loads(out)["384"]["persistent"] is True  # A stored register, as before.

@@ -116,7 +116,10 @@ class ServoNode:
         loop_clock: str = "real",
     ) -> None:
         self.diagnostics = Diagnostics()
+        in_file = registry_file is not None and str(registry_file).strip() not in ("", ":memory:")
+        created = in_file and not Path(str(registry_file)).exists()
         self.registry = ServoRegistry(registry_file, environment, on_refused=self._on_refused_write)
+        self._report_register_file(registry_file if in_file else None, created)
         self.loop_clock = loop_clock
         self.restarts = 0
         """How many times the node was re-created (RESTART, FACTORY_RESET)."""
@@ -435,6 +438,18 @@ class ServoNode:
             self.diagnostics.report(f"node-ID collision over: no foreign heartbeat as node {node_id} for a while")
         for a in self._axes:
             a.set_collision(collided)
+
+    def _report_register_file(self, path: str | Path | None, created: bool) -> None:
+        """Say which register file the node opened (on the bus once it is up, and in the log): the one place that
+        tells two nodes started over one file apart from a node that was given another. A new file is a warning
+        in the log: the node starts with defaults and the environment, none of a user's stored values."""
+        if path is None:
+            self.diagnostics.report("registers in memory only (no register file)", Severity.NOTICE)
+            return
+        where = str(Path(path).resolve())
+        if created:
+            _logger.warning("Register file %s did not exist: created it (defaults and the environment)", where)
+        self.diagnostics.report(f"register file {where} ({'created' if created else 'opened'})", Severity.NOTICE)
 
     def _on_refused_write(self, name: str, reason: str) -> None:
         self.diagnostics.report(f"register write refused: {name} {reason}")

@@ -26,6 +26,14 @@ DEMO_ENV = {
 }
 """What ``servo-node demo`` sets unless the environment already does."""
 
+DEFAULT_REGISTRY = "servo_node.db"
+"""The register file of ``servo-node run`` unless ``--registry`` or ``SERVO_NODE_REGISTRY`` names one."""
+DEMO_REGISTRY = "demo.db"
+"""The register file of ``servo-node demo`` unless ``--registry`` names one."""
+_TOP, _SUB = "_top", "_sub"
+"""Suffixes of the option's destinations before and after the command (argparse would let a subcommand's default
+overwrite what was given before it: ``servo-node --registry F run`` used ``servo_node.db``)."""
+
 _logger = logging.getLogger(__name__)
 
 
@@ -71,7 +79,7 @@ def _run(registry: str | None, env: dict[str, str], fresh_registry: bool = False
         return 2
 
 
-def _demo(registry: str) -> int:
+def _demo(registry: str, fresh_registry: bool = False) -> int:
     from cyphal_common import dsdl
 
     env = {**DEMO_ENV, **os.environ}
@@ -92,7 +100,7 @@ Stop the publisher and the servo stops after servo.deadman_timeout. Ctrl+C ends 
 """,
         flush=True,
     )
-    return _run(registry, env)
+    return _run(None if registry in (":memory:", "") else registry, env, fresh_registry)
 
 
 def _compile_otg() -> None:
@@ -178,21 +186,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command")
     run = sub.add_parser("run", help="run the servo node (default)")
-    for p in (parser, run):
+    demo = sub.add_parser("demo", help="run a node on loopback UDP with the simulated drive and print yakut commands")
+    for p, where in ((parser, _TOP), (run, _SUB), (demo, _SUB)):  # Before or after the command: the same option.
         p.add_argument(
             "--registry",
-            default=os.environ.get("SERVO_NODE_REGISTRY", "servo_node.db"),
+            dest=f"registry{where}",
+            metavar="FILE",
+            default=None,
             help="register file (persists registers across restarts); ':memory:' keeps them in memory only "
-            "[env SERVO_NODE_REGISTRY, default servo_node.db]",
+            f"[env SERVO_NODE_REGISTRY, default {DEFAULT_REGISTRY}; demo: {DEMO_REGISTRY}]",
         )
         p.add_argument(
             "--fresh-registry",
+            dest=f"fresh_registry{where}",
             action="store_true",
             help="move an existing register file aside (FILE.bad-<time>, or FILE.old-<time> if it was valid) "
             "and start with defaults; without it a broken register file is an error",
         )
-    demo = sub.add_parser("demo", help="run a node on loopback UDP with the simulated drive and print yakut commands")
-    demo.add_argument("--registry", default="demo.db")
     sub.add_parser("dsdl-env", help="print CYPHAL_PATH/PYCYPHAL_PATH exports so yakut uses this project's DSDL")
     sub.add_parser("warmup", help="compile the DSDL and every numba kernel into their caches, then exit")
     sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
@@ -200,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    add_help=False)
 
     args, rest = parser.parse_known_args(argv)
+    registry_option, fresh = _registry_options(parser, args)
     if args.command in (None, "run", "demo", "warmup"):
         from cyphal_common.numba_start import hide_scipy
 
@@ -221,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
         stream=sys.stderr,
+        force=True,  # -v counts even where a library configured logging first (a fork of a process that did).
     )
     if args.command == "dsdl-env":
         from cyphal_common import dsdl
@@ -229,7 +241,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "warmup":
         return _warmup()
-    registry = None if args.registry in (":memory:", "") else args.registry
     if args.command == "demo":
-        return _demo(args.registry)
-    return _run(registry, dict(os.environ), args.fresh_registry)
+        return _demo(registry_option or DEMO_REGISTRY, fresh)
+    chosen = registry_option or os.environ.get("SERVO_NODE_REGISTRY", DEFAULT_REGISTRY)
+    return _run(None if chosen in (":memory:", "") else chosen, dict(os.environ), fresh)
+
+
+def _registry_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[str | None, bool]:
+    """``--registry`` and ``--fresh-registry`` wherever they stand (``servo-node --registry F run`` is
+    ``servo-node run --registry F``): the file given (None: the command's default) and whether to start fresh.
+
+    An option is never dropped: two different files, or either option with a command that opens no register file,
+    is a usage error (exit 2).
+    """
+    top, sub = args.registry_top, getattr(args, "registry_sub", None)
+    if top is not None and sub is not None and top != sub:
+        parser.error(f"--registry given twice with different files ({top!r} before the command, {sub!r} after it)")
+    fresh = bool(args.fresh_registry_top or getattr(args, "fresh_registry_sub", False))
+    if args.command not in (None, "run", "demo"):
+        for flag, given in (("--registry", top is not None), ("--fresh-registry", fresh)):
+            if given:
+                parser.error(f"{flag} does not apply to {args.command} (only to run and demo)")
+    return (sub if sub is not None else top), fresh

@@ -21,7 +21,7 @@ from cyphal_common import registry_file
 from cyphal_common.errors import ConfigurationError
 from servo_node.registers import ServoRegistry
 from tests.hostile.harness import logged_servo_node
-from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, read_register, wait_for, y
+from tests.procs import BIN, SIM_PLANT, RegisterClient, base_env, popen, read_register, wait_answers, wait_for, y
 
 NODE = 3715
 
@@ -255,3 +255,48 @@ def test_a_full_disk_answers_the_write_refuses_it_and_loses_nothing(tmp_path: Pa
             assert reg.real("servo.profile.jerk") == 77.0
         finally:
             reg.shutdown()
+
+
+@pytest.mark.parametrize(
+    ("form", "broken"),
+    [
+        (["--registry", "{f}", "run"], False),  # The form `servo-node --help` prints first: it was dropped.
+        (["run", "--registry", "{f}"], False),
+        (["--registry", "{f}"], False),
+        (["--fresh-registry", "--registry", "{f}", "run"], True),  # --fresh-registry was dropped there too.
+    ],
+)
+def test_the_registry_option_means_the_same_wherever_it_stands(form: list[str], broken: bool, tmp_path: Path) -> None:
+    """Issue 49 finding 8: ``servo-node --registry elsewhere/a.db run`` used ``./servo_node.db``. Every form uses
+    the file given, and the node says which file it opened (on the bus and in its log)."""
+    here, target = tmp_path / "here", tmp_path / "elsewhere" / "a.db"
+    here.mkdir()
+    target.parent.mkdir()
+    if broken:
+        garbage(target)
+    env = base_env(UAVCAN__NODE__ID=str(NODE))
+    log = tmp_path / "node.log"
+    with popen([str(BIN / "servo-node"), "-v", *(a.format(f=target) for a in form)], env, cwd=here, log=log) as proc:
+        wait_answers(proc, env, NODE, what="servo-node")
+        assert not (here / "servo_node.db").exists(), "the default file was used"
+        assert len(list(target.parent.glob("a.db.bad-*"))) == (1 if broken else 0)
+        registry_file.check(target)  # A register file now (a broken one moved aside with --fresh-registry).
+        assert target.exists()
+        wait_for(lambda: f"register file {target.resolve()} (created)" in log.read_text(), 10,
+                 what="the register file named in the log")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--registry", "a.db", "run", "--registry", "b.db"], "--registry given twice with different files"),
+        (["--registry", "a.db", "dsdl-env"], "--registry does not apply to dsdl-env"),
+        (["--fresh-registry", "warmup"], "--fresh-registry does not apply to warmup"),
+    ],
+)
+def test_a_registry_option_that_cannot_apply_is_refused(args: list[str], words: str, tmp_path: Path) -> None:
+    """Never silently dropped: refused with a usage error (exit 2) before anything starts or is written."""
+    res = subprocess.run([str(BIN / "servo-node"), *args], env=base_env(), cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -69,8 +69,10 @@ class Rejection(IntEnum):
 
 @dataclass(frozen=True)
 class Floors:
-    """The smallest acceleration and jerk limits and force limit a setpoint may ask for (magnitudes)."""
+    """The smallest velocity, acceleration and jerk limits and force limit a setpoint may ask for (magnitudes; a
+    reverse velocity limit of exactly 0, no motion backwards, is allowed)."""
 
+    velocity: float = 0.0
     acceleration: float = 0.0
     jerk: float = 0.0
     force: float = 0.0
@@ -187,6 +189,8 @@ def interpret(
     limits = ProfileLimits(v_min, v_max, a_min, a_max, j_max)
     force_limit = float(force) if force > 0.0 else default_force_limit
     for name, x, lo in (
+        ("profile velocity forward", v_max, floors.velocity),
+        ("profile velocity reverse", -v_min if v_min != 0.0 else math.inf, floors.velocity),
         ("profile deceleration", -a_min, floors.acceleration),
         ("profile acceleration", a_max, floors.acceleration),
         ("profile jerk", j_max, floors.jerk),

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cyphal_common.errors import ConfigurationError
-from servo_node.axis._config import loop_config, setpoint_floors
+from servo_node.axis._config import SETPOINT_FLOOR_FRACTION, loop_config, setpoint_floors
 from servo_node.control import ControlLoop
 from servo_node.drive import SimDrive
 from servo_node.drive.sim import joint_from_registers
@@ -137,6 +137,23 @@ def test_item3_tiny_positive_jerk_is_refused() -> None:
     for jerk in (1.4e-45, 1e-3):
         r = b.setpoint(0.0, jerk=jerk)
         assert isinstance(r, Rejected) and r.code is Rejection.BELOW_MINIMUM, r
+
+
+def test_tiny_velocity_limit_is_refused_like_the_other_limits() -> None:
+    """Issue 49: a velocity limit of 1e-30 was accepted (nothing ever arrives), though a, j and force had floors.
+    Refused as theirs are, in a setpoint or as the register default it falls back to; a reverse limit of exactly 0
+    (no motion backwards) stays allowed, and the floor itself is accepted."""
+    b = Bench.make()
+    floor = SETPOINT_FLOOR_FRACTION * b.loop.config.envelope.velocity
+    assert floor > 0.0
+    for v_lim in ((-1.0, 1e-30), (-1e-30, 1.0), (-1e-30, 1e-30), (0.0, 0.5 * floor)):
+        r = b.setpoint(1.0, v_lim=v_lim)
+        assert isinstance(r, Rejected) and r.code is Rejection.BELOW_MINIMUM and "profile velocity" in r.reason, r
+    accepted(b.setpoint(1.0, v_lim=(0.0, floor)))
+    accepted(b.setpoint(1.0, v_lim=(-floor, 1.0)))
+    b.reg["servo.profile.velocity"] = [-1e-30, 1e-30]  # The register takes it ({<= 0, > 0}); a setpoint using it not.
+    r = b.setpoint(1.0)
+    assert isinstance(r, Rejected) and r.code is Rejection.BELOW_MINIMUM, r
 
 
 @pytest.mark.parametrize("jerk", [10.0, 100.0])

@@ -125,6 +125,8 @@ def test_readiness_gating_and_rejections(node_env: dict[str, str]) -> None:
         "{target: {kinematics: {position: 1, velocity: .inf}}}": "infinite",
         "{target: 1, profile_jerk: -.inf}": "infinite",
         "{target: 1, profile_velocity_reverse_forward: [1, 2]}": "velocity limits",
+        "{target: 1, profile_velocity_reverse_forward: [-1.0e-30, 1.0e-30]}": "profile velocity forward 1e-30 is "
+                                                                             "below the minimum",  # Issue 49.
     }
     for text, reason in bad.items():
         before = counters()["rejected"]

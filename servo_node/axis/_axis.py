@@ -50,6 +50,7 @@ from ._config import drive_from_registers, loop_config, setpoint_floors
 from ._counters import AxisCounters
 from ._follower import Follower
 from ._intake import Received, SetpointIntake, SetpointPort
+from ._interfaces import TELEGA
 from ._setpoints import SetpointPath
 from ._state import AxisState
 from ._supervision import SUPERVISE_PERIOD_S, Supervision
@@ -322,9 +323,9 @@ class Axis:
         """Another node uses our node-ID: stop and refuse setpoints until that is over (or the node restarts)."""
         self._path.set_collision(collided)
 
-    def apply(self, received: Received) -> bool:
+    def apply(self, received: Received, interface: str = TELEGA) -> bool:
         """The one place where a setpoint commands the loop (see :meth:`._setpoints.SetpointPath.apply`)."""
-        return self._path.apply(received)
+        return self._path.apply(received, interface)
 
     def start_staged(self, at_s: float, received_at_s: float, source: int | None) -> bool:
         """A start message for ``at_s`` (see :meth:`._setpoints.SetpointPath.start_staged`)."""

@@ -25,6 +25,7 @@ from ..errors import ErrorCode
 from ..setpoint import Setpoint
 from ..staging import Start
 from ._intake import Received, SetpointPort, decode_setpoint, reception_time_s
+from ._interfaces import TELEGA, InterfaceArbiter
 from ._state import AxisState
 from ._udral_face import Fields
 
@@ -41,6 +42,9 @@ class SetpointPath:
         self._s = state
         self.port = port
         self._reported_start_refusal = ""
+        self.interfaces = InterfaceArbiter(state.gate.deadman_timeout_s)
+        """Which setpoint interface commands the axis (one at a time, :mod:`._interfaces`)."""
+        self._reported_conflict = ""
 
     async def run(self) -> None:
         """Setpoints from the raw subject: what queued up is judged in order, only the newest valid one applied."""
@@ -90,8 +94,8 @@ class SetpointPath:
         elif s.gate.error_code is ErrorCode.NODE_ID_COLLISION:
             s.gate.on_recovered("the node-ID collision is over; waiting for a setpoint")
 
-    def on_udral_setpoint(self, fields: Fields | str, meta: pycyphal.transport.TransferFrom) -> None:
-        """A UDRAL setpoint (single or group): the same intake, gate and loop as the Telega one."""
+    def on_udral_setpoint(self, fields: Fields | str, meta: pycyphal.transport.TransferFrom, interface: str) -> None:
+        """A UDRAL setpoint (``interface``: single or group): the same intake, gate and loop as the Telega one."""
         s = self._s
         if isinstance(fields, str):
             s.intake.reject(fields)
@@ -101,7 +105,7 @@ class SetpointPath:
         received = s.intake.accept_fields(position, velocity, force, v_lim, a_lim, 0.0, at_s,
                                           meta.source_node_id, zero_velocity_holds=True)
         if received is not None:
-            self.apply(received)
+            self.apply(received, interface)
             s.udral.applied()  # Published after every setpoint, even in STANDBY (the service's rule).
 
     def on_udral_readiness(self, value: int, meta: pycyphal.transport.TransferFrom) -> None:
@@ -129,13 +133,14 @@ class SetpointPath:
             at_s = at_sync_s - system_minus_monotonic_s()
         self.start_staged(at_s, received_at_s, meta.source_node_id)
 
-    def apply(self, received: Received) -> bool:
+    def apply(self, received: Received, interface: str = TELEGA) -> bool:
         """The one place where a setpoint commands the loop; returns True if it was applied (counted either way).
 
+        ``interface``: the port it came through; one interface at a time commands the axis (:mod:`._interfaces`).
         With a start subject (:mod:`servo_node.staging`) a setpoint other than the active one waits for its start."""
         s = self._s
         sp, rx = received.setpoint, received.received_at_s
-        if not self._may_apply(sp):
+        if not self._may_apply(sp) or not self._admitted(interface, rx):
             return False
         if s.staging is None:
             return self._command(sp, rx, rx)
@@ -149,6 +154,26 @@ class SetpointPath:
             s.counters.setpoints_staged += 1
             return self._command_start(got)
         return self._command(sp, rx, got)
+
+    def _admitted(self, interface: str, received_at_s: float) -> bool:
+        """False (counted as rejected, with the reason; reported once per conflict) if another setpoint interface
+        commands the axis."""
+        s = self._s
+        holder = self.interfaces.holder
+        why = self.interfaces.admit(interface, received_at_s)
+        if why is None:
+            if self._reported_conflict and holder != interface:
+                s.diag.report(f"{s.names.label}{interface} commands this axis now ({holder} fell silent)",
+                              Severity.INFO)
+                self._reported_conflict = ""
+            return True
+        c = s.counters
+        c.setpoints_rejected += 1
+        c.last_rejection, c.last_rejection_at = why, time.monotonic()
+        if self._reported_conflict != interface:
+            self._reported_conflict = interface
+            s.diag.report(f"{s.names.label}{why}")
+        return False
 
     def start_staged(self, at_s: float, received_at_s: float, source: int | None) -> bool:
         """A start message from node ``source`` for ``at_s`` (loop clock), received at ``received_at_s``: apply the

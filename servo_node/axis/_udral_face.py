@@ -18,7 +18,8 @@ Ports, named as the OpenCyphal servo demo names them so UDRAL tools find them (e
   50 Hz) and at least once a second; ``servo.status`` (pub) once a second. Power is an estimate from the joint's
   torque × velocity over ``servo.udral.bus_voltage`` (no electrical measurement exists here).
 
-Whatever face a setpoint comes through, the same intake, deadman, gate, limits and OTG apply (:mod:`.axis`).
+Whatever face a setpoint comes through, the same intake, deadman, gate, limits and OTG apply (:mod:`.axis`), and
+one interface at a time commands the axis (:mod:`._interfaces`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import uavcan.time
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
 
 from ..registers import AxisNames
+from ._interfaces import UDRAL, UDRAL_GROUP
 
 MIN_PERIOD_S = 1.0 / 50.0
 """Feedback, power and dynamics after setpoints are throttled to 50 Hz, as the service allows."""
@@ -96,20 +98,21 @@ class UdralFace:
         """A UDRAL readiness port is configured: setpoints need ENGAGED."""
         return self.readiness_sub is not None
 
-    def start(self, on_fields: Callable[[Fields | str, Any], None], on_readiness: Callable[[int, Any], None],
+    def start(self, on_fields: Callable[[Fields | str, Any, str], None], on_readiness: Callable[[int, Any], None],
               sample: Callable[[], Any], state: Callable[[], tuple[bool, int, int]]) -> None:
-        """Receive setpoints (``on_fields(fields or why not, transfer)``) and readiness; publish from ``sample()``
+        """Receive setpoints (``on_fields(fields or why not, transfer, interface)``, the interface
+        :data:`~._interfaces.UDRAL` or :data:`~._interfaces.UDRAL_GROUP`) and readiness; publish from ``sample()``
         (the loop's) and ``state()`` (engaged, health, error count)."""
         async def on_setpoint(msg: Any, meta: Any) -> None:
-            on_fields(fields_of(*read_dynamics(msg)), meta)
+            on_fields(fields_of(*read_dynamics(msg)), meta, UDRAL)
 
         async def on_group(msg: Any, meta: Any) -> None:
             values = list(msg.value)
             x = float(values[self._group_index]) if self._group_index < len(values) else math.nan
             if self._group_quantity == "velocity":
-                on_fields(fields_of(math.nan, x, math.nan, math.nan), meta)
+                on_fields(fields_of(math.nan, x, math.nan, math.nan), meta, UDRAL_GROUP)
             else:
-                on_fields(fields_of(x, math.nan, math.nan, math.nan), meta)
+                on_fields(fields_of(x, math.nan, math.nan, math.nan), meta, UDRAL_GROUP)
 
         async def on_ready(msg: Any, meta: Any) -> None:
             on_readiness(int(msg.value), meta)

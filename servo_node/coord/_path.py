@@ -33,7 +33,7 @@ from cyphal_common.tasks import cancel_and_wait, gather_all
 from ._axes import CoordError
 from ._measure import progress_deviation
 from ._result import PLAN_MATCH_TOL, Recorder
-from ._segment import Segment, commands, plan_segment
+from ._segment import Segment, checked_segment, commands
 from ._session import Coordinator
 from ._sync import Sync
 
@@ -146,8 +146,11 @@ class PathRunner:
             raise CoordError(f"a path needs the axes' shared motion_start subject: {coord.start_path}")
         info = await coord.axes_info()
         state = await coord.start_states()
-        for k, wp in enumerate(self.waypoints):  # Every segment planned before anything moves.
-            seg = plan_segment(state, wp.targets, info, wp.sync, speed=wp.speed)
+        for k, wp in enumerate(self.waypoints):  # Every segment planned (and checked) before anything moves.
+            try:
+                seg = checked_segment(state, wp.targets, info, wp.sync, speed=wp.speed)
+            except CoordError as ex:
+                raise CoordError(f"waypoint {k + 1}: {ex}") from None
             self.results.append(SegmentResult(k + 1, seg, math.nan))
             state = [(m.target, 0.0, 0.0) for m in seg.motions]
         recorders = [Recorder() for _ in coord.axes]

@@ -3,6 +3,7 @@ float32 a ServoCommand carries, the synchronised plan, and the commands that car
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 
 from servo_node.setpoint import ProfileLimits
 
+from ._axes import CoordError
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize, time_scaled
 
 
@@ -57,6 +59,43 @@ def plan_segment(states: Sequence[tuple[float, float, float]], targets: Sequence
     wire = [wire_limits(ap.limits) for ap in plan.axes]
     predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
     return Segment(plan, motions, wire, predicted)
+
+
+def checked_segment(states: Sequence[tuple[float, float, float]], targets: Sequence[float], info: AxesInfo,
+                    sync: Sync | str, held: Collection[int] = (), speed: float = 1.0) -> Segment:
+    """:func:`plan_segment`, refused before anything moves if the OTG refuses it or the nodes cannot run it as
+    planned (:func:`unplannable`).
+
+    :raises CoordError: with the reason, ending in "nothing moved".
+    """
+    try:
+        seg = plan_segment(states, targets, info, sync, held, speed)
+    except ValueError as ex:  # The OTG refused it.
+        raise CoordError(f"{ex}; nothing moved") from None
+    why = unplannable(seg, targets, info.tolerance)
+    if why is not None:
+        raise CoordError(f"{why}; nothing moved")
+    return seg
+
+
+def unplannable(seg: Segment, targets: Sequence[float], tolerance: Sequence[float]) -> str | None:
+    """Why the nodes cannot run ``seg`` as planned (checked before anything moves), or None.
+
+    A ServoCommand carries float32: a target it cannot carry to within the axis's arrival tolerance (1e30 arrives
+    as 1.0000000150e30, 1.5e22 off) is not the waypoint; and a moving axis's limits must stay non-zero numbers on
+    the wire (a limit that underflows to 0 means "the node's default" to the node: another plan, not this one).
+    """
+    for i, (m, want, tol) in enumerate(zip(seg.motions, targets, tolerance, strict=True)):
+        if not math.isfinite(want) or abs(m.target - want) > tol:
+            return (f"axis {i + 1}: target {want:.7g} cannot be carried by a ServoCommand (float32 makes it "
+                    f"{m.target!r}, beyond its arrival tolerance {tol:g})")
+    for i, (lim, ap, t) in enumerate(zip(seg.wire, seg.plan.axes, seg.predicted, strict=True)):
+        if ap.held or ap.duration <= 0.0:
+            continue
+        if not (lim.v_max > 0.0 and lim.a_min < 0.0 < lim.a_max and lim.j_max > 0.0) or not math.isfinite(t):
+            return (f"axis {i + 1}: its limits on this move ({lim}) are not numbers a ServoCommand can carry "
+                    f"(float32 underflow): no node would run the planned {seg.plan.duration:.6g} s")
+    return None
 
 
 def commands(seg: Segment) -> list[Any]:

@@ -54,7 +54,7 @@ from servo_node.setpoint import ProfileLimits
 
 from ._axes import Axis, CoordError
 from ._result import AxisReport, MoveResult, Recorder, line_measures
-from ._segment import AxesInfo, commands, plan_segment
+from ._segment import AxesInfo, checked_segment, commands
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
 NODE_NAME = "io.github.cyphal_servo.coord"
@@ -283,7 +283,7 @@ class Coordinator:
         axes_info = await self.axes_info()
         states = await self.start_states()
         t_plan = time.perf_counter()
-        seg = plan_segment(states, targets, axes_info, sync, held)
+        seg = checked_segment(states, targets, axes_info, sync, held)
         plan, motions, wire, predicted = seg.plan, seg.motions, seg.wire, seg.predicted
         planning_s = time.perf_counter() - t_plan
         if plan.fallback:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -424,3 +425,29 @@ def test_a_recording_gap_is_not_judged_with_max_gap() -> None:
     judged = progress_deviation(series, [0.0, 0.0], [2.0, -1.0], 0.0, 0.99, max_gap=0.01)
     assert across > 0.01 and judged < 1e-3, (across, judged)
     assert math.isnan(progress_deviation(series, [0.0, 0.0], [2.0, -1.0], 0.06, 0.29, max_gap=0.01))
+
+
+def test_a_move_the_nodes_cannot_run_as_planned_is_refused_before_it_starts() -> None:
+    """Issue 49: targets a ServoCommand's float32 cannot carry within the arrival tolerance, and a moving axis's
+    limits that underflow to 0 on the wire (the node would read "its default" and plan another move), are refused
+    with a reason naming the axis; a plannable move passes, a huge but exact target too."""
+    import dataclasses
+
+    from servo_node.coord._axes import CoordError
+    from servo_node.coord._segment import AxesInfo, checked_segment, unplannable
+
+    lim = ProfileLimits(-10.0, 10.0, -50.0, 50.0, 500.0)
+    info = AxesInfo((lim, lim), (1e-3, 1e-3), 0.1)
+    rest = [(0.0, 0.0, 0.0)] * 2
+    assert checked_segment(rest, [5.0, 1.0], info, Sync.PHASE).duration == pytest.approx(0.8)
+    assert checked_segment(rest, [2.0**40, 1.0], info, Sync.PHASE).duration > 1e10  # Exact in float32: slow, fine.
+    for targets, words in (([1e30, 1.0], "axis 1: target 1e+30 cannot be carried"),
+                           ([0.0, 100000.1], "axis 2: target 100000.1 cannot be carried"),
+                           ([math.inf, 0.0], "the OTG refused the move")):  # Was a ValueError traceback.
+        with pytest.raises(CoordError, match=re.escape(words)) as ex:
+            checked_segment(rest, targets, info, Sync.PHASE)
+        assert str(ex.value).endswith("nothing moved")
+    seg = checked_segment(rest, [5.0, 1.0], info, Sync.PHASE)
+    underflowed = dataclasses.replace(seg, wire=[seg.wire[0], dataclasses.replace(seg.wire[1], j_max=0.0)])
+    why = unplannable(underflowed, [5.0, 1.0], info.tolerance)
+    assert why is not None and why.startswith("axis 2: its limits on this move"), why

@@ -336,3 +336,34 @@ def test_a_path_of_five_waypoints_on_one_start_each(tmp_path: Path) -> None:
             assert error < 0.02, ln  # At the planned end: the embedded joints' tracking lag (~ms) at low speed.
         final = [r.json("sys.motion")["meas"][0] for r in readers]
         assert np.allclose(final, [1.0, 1.0, -1.0], atol=1e-3), final
+
+
+def test_a_path_with_a_waypoint_the_nodes_cannot_reach_is_refused_before_anything_moves(tmp_path: Path) -> None:
+    """Issue 49: ``servo-coord path`` took a 1e30 waypoint and ran toward it (a ServoCommand's float32 makes it
+    1.0000000150e30, and the plan would take 1e29 s). Every segment is checked before the first moves: refused with
+    the waypoint and the reason, exit code 100, and no node took a setpoint (the first, reachable waypoint
+    included)."""
+    bus = _bus()
+    node_id, sp, dyn, *_ = AXES[0]
+    env = _env(bus, UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__SETPOINT_SERVO__ID=str(sp),
+               UAVCAN__PUB__DYNAMICS__ID=str(dyn), UAVCAN__SUB__MOTION_START__ID=str(START))
+    path = tmp_path / "path.csv"
+    path.write_text("a\n0.5\n1e30\n")
+    with Processes() as group:
+        group.servo_nodes((env, tmp_path / "servo.db", node_id))
+        reader = RegisterClient(bus, node_id, client_node_id=110)
+        try:
+            with popen([*COORD, "path", "--axis", f"{node_id}:{sp}:{dyn}", "--file", str(path)],
+                       _env(bus, UAVCAN__NODE__ID=str(COORD_ID))) as proc:
+                try:
+                    code: int | None = proc.wait(90)
+                except subprocess.TimeoutExpired:
+                    code = None  # Still running: feeding the node.
+                counters, motion = reader.json("sys.counters"), reader.json("sys.motion")
+                out = stop(proc)
+        finally:
+            reader.close()
+    assert counters["accepted"] == 0, counters  # Nothing moved, not even toward 0.5.
+    assert not motion["engaged"] and motion["meas"][0] == 0.0, motion
+    assert code == 100, (code, out)
+    assert "waypoint 2: axis 1: target 1e+30 cannot be carried by a ServoCommand" in out and "nothing moved" in out, out

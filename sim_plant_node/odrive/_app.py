@@ -12,8 +12,6 @@ Register                               Type       Default   Meaning
 ``sim.odrive.units_per_turn``          real64     2π        joint units (rad or m) per turn of the ODrive's
                                                             position; torque at the shaft = force·this/2π
 ``sim.odrive.pos_gain``                real64     20        ``controller.config.pos_gain`` [(turn/s)/turn]
-``sim.odrive.vel_limit``               real64     2         ``controller.config.vel_limit`` [turn/s]; clamps
-                                                            velocity and position control (0: none)
 ``sim.odrive.heartbeat_msg_rate_ms``   real64     100       heartbeat period [ms] (0: off)
 ``sim.odrive.encoder_msg_rate_ms``     real64     10        Get_Encoder_Estimates period [ms] (0: off)
 ``sim.odrive.torques_msg_rate_ms``     real64     0         Get_Torques period [ms] (0: off)
@@ -57,13 +55,12 @@ FAULT_AFTER_ENV = "SIM_PLANT_ODRIVE_FAULT_AFTER"
 """Environment variable (seconds, > 0): raise CURRENT_LIMIT_VIOLATION that long after the axis first enters closed
 loop, once per process. For tests; not a register, so it never persists."""
 
-TICK_S = 0.002
+TICK_S = 0.005
 """Longest sleep of the cyclic thread: the watchdog's resolution [second]."""
 
 DEFAULTS: dict[str, float] = {
     "sim.odrive.units_per_turn": 2.0 * math.pi,
     "sim.odrive.pos_gain": 20.0,
-    "sim.odrive.vel_limit": 2.0,
     "sim.odrive.heartbeat_msg_rate_ms": 100.0,
     "sim.odrive.encoder_msg_rate_ms": 10.0,
     "sim.odrive.torques_msg_rate_ms": 0.0,
@@ -86,7 +83,6 @@ def odrive_specs() -> Mapping[str, RegisterSpec]:
     checks = {
         "sim.odrive.units_per_turn": scalar(lambda x: x != 0.0, "≠ 0 [unit/turn]"),
         "sim.odrive.pos_gain": scalar(lambda x: x >= 0.0, "≥ 0 [1/s]"),
-        "sim.odrive.vel_limit": scalar(lambda x: x >= 0.0, "≥ 0 [turn/s]"),
         "sim.odrive.heartbeat_msg_rate_ms": scalar(ms, "whole ms, 0..60000"),
         "sim.odrive.encoder_msg_rate_ms": scalar(ms, "whole ms, 0..60000"),
         "sim.odrive.torques_msg_rate_ms": scalar(ms, "whole ms, 0..60000"),
@@ -103,8 +99,6 @@ def initial_config(values: Mapping[str, float]) -> dict[str, Any]:
         "axis0.controller.config.control_mode": int(cs.ControlMode.POSITION_CONTROL),  # The firmware's defaults.
         "axis0.controller.config.input_mode": int(cs.InputMode.PASSTHROUGH),
         "axis0.controller.config.pos_gain": v["sim.odrive.pos_gain"],
-        "axis0.controller.config.vel_limit": v["sim.odrive.vel_limit"],
-        "axis0.config.motor.current_soft_max": 70.0,
         "axis0.config.can.heartbeat_msg_rate_ms": int(v["sim.odrive.heartbeat_msg_rate_ms"]),
         "axis0.config.can.encoder_msg_rate_ms": int(v["sim.odrive.encoder_msg_rate_ms"]),
         "axis0.config.can.torques_msg_rate_ms": int(v["sim.odrive.torques_msg_rate_ms"]),
@@ -217,9 +211,12 @@ class Emulator:
                 for command, which, payload in streams:
                     period = axis.rate_ms(which) * 1e-3
                     if period <= 0.0:
-                        due[command] = now
-                    elif now >= due[command]:
-                        self.send(command, payload())
+                        due[command] = math.inf  # Off.
+                        continue
+                    if math.isinf(due[command]):
+                        due[command] = now  # Switched on: at once.
+                    if now >= due[command]:
+                        self.send(command, payload(due[command]))  # The state at the timer's instant.
                         due[command] = max(due[command] + period, now - period)  # No burst after a stall.
             except Exception:  # Never let the cyclic frames end silently: log (at most 1/s) and keep going.
                 if time.monotonic() - logged >= 1.0:

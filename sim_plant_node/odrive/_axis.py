@@ -6,15 +6,16 @@ to answer; :meth:`OdriveAxis.tick` runs the watchdog and the fault injection; th
 
 What it does as firmware 0.6 does (ODrive's documentation and examples): IDLE (motor off, the joint coasts) and
 CLOSED_LOOP_CONTROL; entering closed loop resets the inputs to the present position and zero velocity and torque;
-PASSTHROUGH inputs (position held with its velocity feed-forward, velocity, torque); ``vel_limit`` clamps the
-velocity of velocity and position control; an error disarms the axis (IDLE, procedure result DISARMED) and shows in
-the heartbeat's Axis_Error until Clear_Errors; a request for closed loop with an error pending is refused; the
-watchdog (``axis0.config.enable_watchdog``, ``watchdog_timeout``) is fed by Set_Axis_State and Set_Input_* (the
-messages ODrive's own CAN examples say feed it) and, expired in closed loop, disarms with WATCHDOG_TIMER_EXPIRED.
-What it does its own way: the joint's velocity controller is ideal (Webots semantics), so a torque feed-forward
-beside a velocity or a position acts as nothing more than what it already achieves (it is reported in Get_Torques'
-target); calibration requests succeed at once; input modes other than PASSTHROUGH are taken as PASSTHROUGH (with a
-warning); the watchdog is checked in closed loop only; endpoint IDs are this emulator's (``flat_endpoints.json``).
+PASSTHROUGH inputs (position held with its velocity feed-forward, velocity, torque); an error disarms the axis
+(IDLE, procedure result DISARMED) and shows in the heartbeat's Axis_Error until Clear_Errors; a request for closed
+loop with an error pending is refused; the watchdog (``axis0.config.enable_watchdog``, ``watchdog_timeout``) is fed
+by Set_Axis_State and Set_Input_* (the messages ODrive's own CAN examples say feed it) and, expired in closed loop,
+disarms with WATCHDOG_TIMER_EXPIRED. What it does its own way: the joint's velocity controller is ideal (Webots
+semantics), so a torque feed-forward beside a velocity or a position acts as nothing more than what it already
+achieves (it is reported in Get_Torques' target); the velocity and torque limits are the joint's
+(``sim.max_velocity``, ``sim.max_force``), Set_Limits is not emulated; calibration requests succeed at once; input
+modes other than PASSTHROUGH are taken as PASSTHROUGH (with a warning); the watchdog is checked in closed loop
+only; endpoint IDs are this emulator's (``flat_endpoints.json``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ FIRMWARE = (0, 6, 10)
 """The firmware version this emulator answers Get_Version with (the version of the DBC its frames follow)."""
 HARDWARE = (0, 0, 0)
 """Hardware version 0.0.0: no real board."""
+
+CARRY_MAX_S = 0.02
+"""Longest interval an estimate is carried over to its scheduled instant [second]."""
 
 Frames = list[tuple[int, bytes]]
 
@@ -122,11 +126,6 @@ class OdriveAxis:
         elif command == cs.SET_INPUT_TORQUE:
             self.input_torque = cs.unpack_float(data)
             self._apply()
-        elif command == cs.SET_LIMITS:
-            vel, current = cs.unpack_floats(data)
-            self.values["axis0.controller.config.vel_limit"] = vel
-            self.values["axis0.config.motor.current_soft_max"] = current
-            self._apply()
         elif command == cs.CLEAR_ERRORS:
             self.active_errors = self.disarm_reason = 0
         elif command == cs.ESTOP:
@@ -169,8 +168,7 @@ class OdriveAxis:
             return
         p = self._plant.params
         upt = self._upt
-        vel_limit = float(self._cfg("axis0.controller.config.vel_limit")) * abs(upt)
-        v_max = min(p.max_velocity, vel_limit) if vel_limit > 0.0 else p.max_velocity
+        v_max = p.max_velocity  # The ODrive's vel_limit: the joint's own (sim.max_velocity).
         mode = self.control_mode
         if self.input_mode == InputMode.INACTIVE:
             mode = -1
@@ -208,7 +206,7 @@ class OdriveAxis:
         if path == "axis0.config.enable_watchdog" and value:
             self._feed()
         elif path in ("axis0.controller.config.control_mode", "axis0.controller.config.input_mode",
-                      "axis0.controller.config.vel_limit", "axis0.controller.config.pos_gain"):
+                      "axis0.controller.config.pos_gain"):
             self._apply()
 
     def _read(self, path: str) -> Any:
@@ -237,19 +235,21 @@ class OdriveAxis:
             return [(command, cs.pack_floats(24.0, 0.0))]
         return []
 
-    def heartbeat(self) -> bytes:
+    def heartbeat(self, at: float | None = None) -> bytes:
         """Axis_Error (active errors | disarm reason), state, procedure result, trajectory done (always: no
         trajectory is run)."""
         with self._lock:
             return cs.pack_heartbeat(self.active_errors | self.disarm_reason, self.state, self.result, True)
 
-    def estimates(self) -> bytes:
-        """Position [turn] and velocity [turn/s] of the joint now."""
+    def estimates(self, at: float | None = None) -> bytes:
+        """Position [turn] and velocity [turn/s] of the joint now, or carried to ``at`` (monotonic; the instant the
+        timer of a real drive would have sampled it, however late this thread runs)."""
         s = self._plant.sample()
+        dt = 0.0 if at is None else max(-CARRY_MAX_S, min(CARRY_MAX_S, at - s.monotonic))
         with self._lock:
-            return cs.pack_floats(s.position / self._upt + self._offset, s.velocity / self._upt)
+            return cs.pack_floats((s.position + s.velocity * dt) / self._upt + self._offset, s.velocity / self._upt)
 
-    def torques(self) -> bytes:
+    def torques(self, at: float | None = None) -> bytes:
         """Torque target (the input or feed-forward) and estimate [N·m] (the joint's force at the shaft)."""
         s = self._plant.sample()
         with self._lock:

@@ -64,7 +64,8 @@ def test_nan_estimates_are_distrusted(tmp_path: Path) -> None:
 
 
 def test_a_silent_drive_is_lost_and_heard_again(tmp_path: Path) -> None:
-    """The emulator stopped (SIGSTOP): error 3, the heartbeat silent; continued: heard again, the error ends."""
+    """The emulator stopped (SIGSTOP): error 3 (the estimates' or the heartbeat's silence, whichever is seen first);
+continued: heard again, the servo stands by."""
     with rig(tmp_path) as r:
         r.up()
         r.plant_proc.send_signal(signal.SIGSTOP)
@@ -76,4 +77,4 @@ def test_a_silent_drive_is_lost_and_heard_again(tmp_path: Path) -> None:
         finally:
             r.plant_proc.send_signal(signal.SIGCONT)
         s = wait_for(lambda: (s := r.servo())["state"] == "standby" and s, timeout=30, what="the drive heard again")
-        assert "reports again" in s["reason"], s
+        assert "reports again" in s["reason"] or "the drive is back" in s["reason"], s

@@ -14,17 +14,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from concurrent.futures import Future
+from typing import Protocol
 
 from cyphal_common import odrive as cs
 
 from ...errors import ErrorCode
 from . import _endpoints as ep
 from ._endpoints import BringUpError
-from ._frames import CONTROL_MODE
+from ._frames import CONTROL_MODE, Settings
+from ._state import DriveState
 
-if TYPE_CHECKING:
-    from ._drive import OdriveDrive
+
+class OdriveDrive(Protocol):
+    """What the bring-up and the re-arm use of the drive (:class:`._drive.OdriveDrive`)."""
+
+    d: DriveState
+    s: Settings
+
+    def send(self, command: int, data: bytes, rtr: bool = False) -> bool: ...
 
 _logger = logging.getLogger(__name__)
 
@@ -102,19 +110,22 @@ def _clear(drive: OdriveDrive, closing: threading.Event) -> None:
           max(drive.s.timeout_s, 3 * 0.1), "the axis error did not clear after Clear_Errors")
 
 
-def rearm(drive: OdriveDrive) -> None:
-    """The user's re-arm: Clear_Errors; our fault cleared once the drive reports no axis error."""
+def rearm(drive: OdriveDrive, done: Future[bool]) -> None:
+    """The user's re-arm: Clear_Errors; our fault cleared once the drive reports no axis error (``done``: True)."""
     d, s = drive.d, drive.s
     d.walking = True
+    ok = False
     try:
         _clear(drive, threading.Event())
         d.fault = None
+        ok = True
         d.event(f"ODrive node {s.node_id}: re-armed (Clear_Errors; no axis error)")
     except BringUpError as ex:
         hb = d.heartbeat
         d.event(f"ODrive node {s.node_id}: re-arm failed: {ex}" + (f" ({d.error_text(hb)})" if hb else ""))
     finally:
         d.walking = False
+        done.set_result(ok)
 
 
 def _wait(predicate: Callable[[], bool], closing: threading.Event, timeout: float, what: str) -> None:

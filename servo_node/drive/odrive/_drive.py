@@ -24,6 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -174,15 +175,17 @@ class OdriveDrive(BusDrive):
     def _bring_up(self) -> None:
         _bringup.bring_up(self, self._closing)
 
-    def rearm(self) -> bool:
+    def rearm(self) -> Future[bool]:
         """Clear_Errors, then clear our fault once a heartbeat after it shows no axis error (in a thread: it waits
-        for the drive). False: not up, or busy."""
+        for the drive); the future holds False if the drive is not up, busy, or keeps its error."""
+        done: Future[bool] = Future()
         if not self.d.ready or self.d.walking:
-            return False
-        thread = threading.Thread(target=_bringup.rearm, args=(self,), name=f"odrive {self.s.node_id} rearm",
+            done.set_result(False)
+            return done
+        thread = threading.Thread(target=_bringup.rearm, args=(self, done), name=f"odrive {self.s.node_id} rearm",
                                   daemon=True)
         thread.start()
-        return True
+        return done
 
     # ---------------------------------------------------------------- the cycle (its own thread)
 

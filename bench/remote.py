@@ -19,7 +19,12 @@ and this process bridges them (:class:`CanRelay`): every frame — SYNC, RPDOs, 
 over after the added one-way delay, in order, as through a slow gateway. The servo's Cyphal side (setpoints,
 ``sys.motion``) is UDP 127.0.0.1 without delay.
 
-Usage: ``python bench/remote.py [--latencies 0 5 10 20] [--transports udp udpmc canopen] [--no-rt]``.
+``odrive``: the same move with the ``odrive`` backend and the emulated ODrive (``sim-plant --odrive``, CAN Simple),
+in each mode (Set_Input_Vel, Set_Input_Torque with K_p, K_d = 1600, 80, Set_Input_Pos) behind the same delaying
+bridge: commands at 200 Hz, the drive's encoder estimates at its default 100 Hz and unstamped (the servo stamps them
+by their cadence).
+
+Usage: ``python bench/remote.py [--latencies 0 5 10 20] [--transports udp udpmc canopen odrive] [--no-rt]``.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ DRIVE_ID = 5
 """The emulated CiA 402 drive's CANopen node-ID."""
 CIA402_MODES = {"velocity": "CSV", "torque": "CST", "position": "CSP"}
 """``servo.drive.mode`` and the CiA 402 mode it selects."""
+ODRIVE_MODES = {"velocity": "vel", "torque": "torque", "position": "pos"}
+"""``servo.drive.mode`` and the ODrive input it streams (Set_Input_Vel, _Torque, _Pos)."""
 
 
 def _realtime(pid: int) -> bool:
@@ -151,6 +158,29 @@ def _cia402_processes(transport_env: dict[str, str], mode: str, servo_can: str, 
         ([sys.executable, "-m", "sim_plant_node", "--registry", ":memory:", "--canopen", str(DRIVE_ID),
           "--can", drive_can], base),
         ([str(bin_dir / "servo-node"), "run", "--registry", str(tmp / f"servo-{mode}.db")], servo_env),
+    ]) as procs:
+        yield procs
+
+
+@contextmanager
+def _odrive_processes(transport_env: dict[str, str], mode: str, servo_can: str, drive_can: str,
+                      tmp: Path) -> Iterator[list[subprocess.Popen[str]]]:
+    """``sim-plant --odrive`` on ``drive_can`` and an ``odrive`` servo-node in ``mode`` on ``servo_can``."""
+    base = _base_env(transport_env)
+    servo_env = base | {
+        "UAVCAN__NODE__ID": str(SERVO),
+        "UAVCAN__SUB__SETPOINT_SERVO__ID": str(SETPOINT),
+        "SERVO__DRIVE__BACKEND": "odrive",
+        "SERVO__DRIVE__MODE": mode,
+        "SERVO__DRIVE__CAN__IFACE": servo_can,
+        "SERVO__DRIVE__ODRIVE__NODE_ID": str(DRIVE_ID),
+        **({"SERVO__CONTROL__TORQUE_GAINS": "1600 80"} if mode == "torque" else {}),
+    }
+    bin_dir = Path(sys.executable).parent
+    with _started([
+        ([sys.executable, "-m", "sim_plant_node", "--registry", ":memory:", "--odrive", str(DRIVE_ID),
+          "--can", drive_can], base),
+        ([str(bin_dir / "servo-node"), "run", "--registry", str(tmp / f"servo-odrive-{mode}.db")], servo_env),
     ]) as procs:
         yield procs
 
@@ -332,23 +362,23 @@ async def _run_config(transport: str, compensation: str, latencies: list[float],
             relay.close()
 
 
-async def _run_cia402(mode: str, latencies: list[float], rt: bool) -> list[dict[str, Any]]:
+async def _run_cia402(mode: str, latencies: list[float], rt: bool, kind: str = "canopen") -> list[dict[str, Any]]:
     env = {"UAVCAN__UDP__IFACE": "127.0.0.1"}
     servo_can, drive_can = _udpmc_iface(), _udpmc_iface()
     can_relay = CanRelay(servo_can, drive_can)
+    processes = _cia402_processes if kind == "canopen" else _odrive_processes
     try:
-        with tempfile.TemporaryDirectory() as tmp, _cia402_processes(env, mode, servo_can, drive_can,
-                                                                     Path(tmp)) as procs:
+        with tempfile.TemporaryDirectory() as tmp, processes(env, mode, servo_can, drive_can, Path(tmp)) as procs:
             client = Client(env)
             try:
-                await _wait_up(client, procs, f"cia402/{mode}")
+                await _wait_up(client, procs, f"{kind}/{mode}")
                 if rt:
                     rt = all(_realtime(p.pid) for p in procs) and _realtime(0)
 
                 def set_delay(x: float) -> None:
                     can_relay.delay = x
 
-                return await _measure(client, set_delay, latencies, {"transport": "canopen", "law": mode, "rt": rt})
+                return await _measure(client, set_delay, latencies, {"transport": kind, "law": mode, "rt": rt})
             finally:
                 client.close()
     finally:
@@ -372,10 +402,12 @@ def _cells(m: dict[str, Any]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--latencies", type=float, nargs="+", default=[0.0, 5.0, 10.0, 20.0], help="one-way [ms]")
-    ap.add_argument("--transports", nargs="+", default=["udp", "udpmc", "canopen"],
-                    choices=["udp", "udpmc", "canopen"], help="canopen: the cia402 backend and the emulated drive")
+    ap.add_argument("--transports", nargs="+", default=["udp", "udpmc", "canopen", "odrive"],
+                    choices=["udp", "udpmc", "canopen", "odrive"],
+                    help="canopen: the cia402 backend and the emulated drive; odrive: the odrive backend and the "
+                    "emulated ODrive")
     ap.add_argument("--modes", nargs="+", default=list(CIA402_MODES), choices=list(CIA402_MODES),
-                    help="servo.drive.mode of the canopen rows")
+                    help="servo.drive.mode of the canopen and odrive rows")
     ap.add_argument("--no-rt", action="store_true", help="do not ask for SCHED_FIFO")
     args = ap.parse_args()
     from servo_node._kernel_cache import invalidate_if_sources_changed
@@ -385,7 +417,7 @@ def main() -> None:
 
     dsdl.ensure_compiled()
     latencies = [x * 1e-3 for x in args.latencies]
-    udral = [t for t in args.transports if t != "canopen"]
+    udral = [t for t in args.transports if t not in ("canopen", "odrive")]
     rows: list[dict[str, Any]] = []
     for transport in udral:
         for law in ("off", "predict"):
@@ -393,6 +425,9 @@ def main() -> None:
     if "canopen" in args.transports:
         for mode in args.modes:
             rows += asyncio.run(_run_cia402(mode, latencies, not args.no_rt))
+    if "odrive" in args.transports:
+        for mode in args.modes:
+            rows += asyncio.run(_run_cia402(mode, latencies, not args.no_rt, "odrive"))
     by = {(r["transport"], r["latency"], r["law"]): r["motion"] or {} for r in rows}
     print("\nThe 0 → 3 move (v 10, a 50, j 500; plan 0.600 s) through a relay adding a one-way latency each way.")
     print("track_max, settled: the servo's sys.motion; age, delay: the link as the servo measured it [ms].")
@@ -419,6 +454,16 @@ def main() -> None:
             for latency in latencies:
                 m = by.get(("canopen", latency, mode), {})
                 print(f"{CIA402_MODES[mode]:6s} {latency * 1e3:6.0f} ms | {_cells(m)} | {_link(m)}")
+    if "odrive" in args.transports:
+        print("\nODrive (odrive backend, sim-plant --odrive: commands at 200 Hz, estimates at 100 Hz, unstamped) "
+              "behind a delaying CAN bridge; torque with K_p, K_d = 1600, 80.\n")
+        print(f"{'input added':16s} | {'track_max':>9s} {'settled':>7s} {'overshoot':>9s} | "
+              f"{'age p50/max':>12s} {'delay p50/max':>12s}")
+        print("-" * 72)
+        for mode in args.modes:
+            for latency in latencies:
+                m = by.get(("odrive", latency, mode), {})
+                print(f"{ODRIVE_MODES[mode]:6s} {latency * 1e3:6.0f} ms | {_cells(m)} | {_link(m)}")
     print(f"\nSCHED_FIFO: {'on' if all(r['rt'] for r in rows) else 'not (everywhere) permitted'}")
 
 

@@ -25,11 +25,12 @@ Register                               Type          Default             Meaning
 ``servo.arrival_tolerance``            real32        0.001               |p − target| that counts as arrived
                                                                          (``sys.motion`` ``settled``)
 ``servo.drive.backend``                string        "sim"               a name of :data:`servo_node.drive.BACKENDS`:
-                                                                         ``sim`` (embedded sim_plant), ``udral`` or
-                                                                         ``cia402``
+                                                                         ``sim`` (embedded sim_plant), ``udral``,
+                                                                         ``cia402`` or ``odrive``
 ``servo.drive.mode``                   string        "velocity"          ``velocity`` or ``torque`` command to the drive
-                                                                         or ``position`` (cia402: CSP, the drive's own
-                                                                         position loop)
+                                                                         or ``position`` (cia402: CSP; odrive:
+                                                                         POSITION_CONTROL; the drive's own position
+                                                                         loop)
 ``servo.drive.kind``                   string        "rotational"        ``rotational`` (rad, N·m) or ``linear`` (m, N);
                                                                          also the UDRAL face's Planar or Linear
 ``servo.udral.group_index``            natural16     0                   UDRAL group mode: this axis's element of the

@@ -1,5 +1,6 @@
 """The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node (Cyphal/UDRAL, or
-with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`).
+with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`, or with
+``--odrive NODE_ID --can IFACE`` the emulated ODrive of :mod:`sim_plant_node.odrive`).
 
 ``sim-plant arm-step …`` is an offline subcommand (:mod:`sim_plant_node._arm_step`: the coupled arm's step response
 against an independent integration); any other first argument is the node's options, as before.
@@ -49,9 +50,17 @@ def main(argv: list[str] | None = None) -> int:
         help="run the joint as a CiA 402 drive on a CANopen bus with this node-ID (1..127) instead of a Cyphal node",
     )
     ap.add_argument(
+        "--odrive",
+        type=int,
+        metavar="NODE_ID",
+        help="run the joint as an ODrive axis (CAN Simple protocol, firmware 0.6) with this node-ID (0..63) instead "
+        "of a Cyphal node",
+    )
+    ap.add_argument(
         "--can",
         metavar="IFACE",
-        help="CAN bus of --canopen, uavcan.can.iface syntax: udpmc:GROUP[:PORT], socketcan:can0, virtual:NAME",
+        help="CAN bus of --canopen or --odrive, uavcan.can.iface syntax: udpmc:GROUP[:PORT], socketcan:can0, "
+        "virtual:NAME",
     )
     ap.add_argument(
         "--arm",
@@ -61,12 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--verbose", "-v", action="store_true", help="log at DEBUG level")
     args = ap.parse_args(argv)
-    if (args.canopen is None) != (args.can is None):
-        ap.error("--canopen NODE_ID and --can IFACE go together")
-    if args.arm and args.canopen is not None:
-        ap.error("--arm is a Cyphal node; it does not go with --canopen")
+    if args.canopen is not None and args.odrive is not None:
+        ap.error("--canopen and --odrive are two different drives; run one sim-plant each")
+    can_drive = args.canopen if args.canopen is not None else args.odrive
+    if (can_drive is None) != (args.can is None):
+        ap.error("--canopen NODE_ID (or --odrive NODE_ID) and --can IFACE go together")
+    if args.arm and can_drive is not None:
+        ap.error("--arm is a Cyphal node; it does not go with --canopen or --odrive")
     if args.canopen is not None and not 1 <= args.canopen <= 127:
         ap.error(f"--canopen: node-ID must be 1..127, got {args.canopen}")
+    if args.odrive is not None and not 0 <= args.odrive <= 63:
+        ap.error(f"--odrive: node-ID must be 0..63, got {args.odrive}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)-5s %(name)s: %(message)s")
     logging.getLogger("pycyphal").setLevel(logging.WARNING)  # Its DEBUG/INFO is per-frame noise.
     if args.verbose:
@@ -85,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
             from .cia402._app import run as run_canopen  # Deferred: the registers need the compiled DSDL.
 
             return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can))
+        if args.odrive is not None:
+            from .odrive._app import run as run_odrive  # Deferred: the registers need the compiled DSDL.
+
+            return asyncio.run(run_odrive(registry_file, args.fresh_registry, args.odrive, args.can))
         if args.arm:
             from ._arm_app import run_arm  # Deferred: needs the compiled DSDL.
 

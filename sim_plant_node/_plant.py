@@ -202,6 +202,7 @@ class Plant(RealTimeStepper):
         self._stop_deceleration = 0.0
         self._stop_bound = 0.0
         self._track = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)  # TRACK: (start, position, velocity, acceleration, gain, horizon)
+        self._track_hold = False  # TRACK: the reference held, not extrapolated (see track())
         self._joint.set_force(0.0)
 
     def _step(self, gap: float) -> None:
@@ -238,14 +239,17 @@ class Plant(RealTimeStepper):
             self._mode = command.mode
 
     def track(
-        self, position: float, velocity: float, acceleration: float, gain: float, motor_force: float, horizon: float
+        self, position: float, velocity: float, acceleration: float, gain: float, motor_force: float, horizon: float,
+        *, hold: bool = False,
     ) -> None:
         """Follow a position reference from now on (thread-safe): the drive's interpolating position loop of CiA 402
         CSP. The reference is extrapolated from this instant, p(τ) = position + velocity·τ + acceleration·τ²/2, and
         the joint's velocity controller (the motor, up to ``motor_force``) gets v(τ) + gain·(p(τ) − q) at every
         step of at most :data:`TRACK_SUBSTEP_S`; a new call replaces the reference (one per SYNC). Past ``horizon``
         seconds without a new call the reference stops where it got (a silent master must not drive the joint on).
-        Ends a quick stop.
+        ``hold``: the position is held as given and ``velocity`` is a feed-forward, v + gain·(position − q), until the
+        next call, however late (an ODrive's position control in PASSTHROUGH: no interpolation, no horizon; its
+        watchdog is what ends a silent master's command). Ends a quick stop.
         """
         with self._lock:
             j = self._joint
@@ -253,6 +257,7 @@ class Plant(RealTimeStepper):
             j.set_motor_force(motor_force)
             j.set_position(math.inf)
             self._track = (j.time, position, velocity, acceleration, gain, horizon)
+            self._track_hold = hold
             self._motor_force = motor_force
             self._force = 0.0
             self._mode = Mode.TRACK
@@ -262,6 +267,10 @@ class Plant(RealTimeStepper):
         """With the lock held: the velocity command of the position loop at the joint's present time."""
         j = self._joint
         t0, p, v, a, gain, horizon = self._track
+        if self._track_hold:
+            vmax = self.params.max_velocity
+            j.set_velocity(max(-vmax, min(vmax, v + gain * (p - j.position))))
+            return
         tau = min(j.time - t0, horizon)
         moving = j.time - t0 <= horizon
         vc = (v + a * tau if moving else 0.0) + gain * (p + v * tau + 0.5 * a * tau * tau - j.position)

@@ -24,6 +24,7 @@ BACKENDS: Mapping[str, str] = {
     "sim": "servo_node.drive.sim:SimDrive",
     "udral": "servo_node.drive.udral:UdralDrive",
     "cia402": "servo_node.drive.cia402:Cia402Drive",
+    "odrive": "servo_node.drive.odrive:OdriveDrive",
 }
 """Every drive backend: its ``servo.drive.backend`` name and ``"module:Class"``."""
 

@@ -26,6 +26,26 @@ def test_every_backend_loads_and_declares_itself() -> None:
     assert backend("sim").stepped_clock and not backend("udral").stepped_clock
 
 
+def test_a_register_two_backends_declare_is_the_same_register() -> None:
+    """``servo.drive.can.*`` belongs to cia402 and odrive alike: the same default and the same verdicts on writes,
+    whichever backend's declaration the node keeps."""
+    from pycyphal.application.register import Natural32, String, Value, ValueProxy
+
+    declared: dict[str, list[object]] = {}
+    for name in BACKENDS:
+        for reg, spec in backend(name).register_specs().items():
+            declared.setdefault(reg, []).append(spec)
+    shared = {reg: specs for reg, specs in declared.items() if len(specs) > 1}
+    assert {"servo.drive.can.iface", "servo.drive.can.bitrate"} <= set(shared)
+    numbers = [Value(natural32=Natural32([x])) for x in (0, 9_999, 10_000, 500_000, 1_000_000, 1_000_001)]
+    texts = [Value(string=String(x)) for x in ("", "udpmc:239.1.2.3", "socketcan:can0")]
+    for reg, specs in shared.items():
+        assert len({repr(spec.default) for spec in specs}) == 1, reg  # type: ignore[attr-defined]
+        for probe in texts if specs[0].default.string is not None else numbers:  # type: ignore[attr-defined]
+            verdicts = {spec.validator(ValueProxy(probe)) for spec in specs}  # type: ignore[attr-defined]
+            assert len(verdicts) == 1, (reg, probe, verdicts)
+
+
 def test_unknown_or_missing_backend_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(BackendUnavailableError, match="not one of"):
         backend("nonesuch")

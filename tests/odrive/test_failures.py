@@ -1,0 +1,80 @@
+"""How the ``odrive`` backend fails: frames of the drive's node-ID that are not the drive's, that cannot be decoded,
+that carry NaN, and a drive that falls silent. The servo and the emulated ODrive are processes (as in
+test_system.py); this process puts the stranger's frames on the bus.
+
+CAN Simple frames carry no sender: a stranger's frame for the drive's node-ID is known only by what it is. A frame
+only a master sends (a command, a request) cannot be the drive's, since our own frames never come back to us: a
+request is counted, a command is the drive's fault (another master commands it: error 11, this servo does not
+share a drive). A stranger that sends drive frames (estimates, heartbeats) as the drive is indistinguishable from
+it: estimates it sends are judged by the loop like the drive's (NaN: error 8; a jump the drive cannot make: 9).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+from pathlib import Path
+
+import can
+
+from cyphal_common import odrive as cs
+from tests.odrive.rig import DRIVE_ID, Listener, rig
+from tests.procs import wait_for
+
+
+def _frame(listener: Listener, command: int, data: bytes = b"", rtr: bool = False) -> None:
+    listener.bus.send(can.Message(arbitration_id=cs.arbitration_id(DRIVE_ID, command), data=None if rtr else data,
+                                  is_remote_frame=rtr, dlc=8 if rtr else len(data), is_extended_id=False))
+
+
+def test_undecodable_frames_and_requests_are_counted_and_a_strangers_command_is_a_fault(
+    tmp_path: Path,
+) -> None:
+    """A 3-byte heartbeat and a 5-byte estimate: dropped, counted in ``sys.drive``, no error; a request (RTR) from
+    another master: counted; a Set_Input_Vel from another master: error 11 naming it, until re-armed."""
+    with rig(tmp_path) as r:
+        r.up()
+        stranger = Listener(r.iface)
+        try:
+            _frame(stranger, cs.HEARTBEAT, b"\x00\x01\x02")
+            _frame(stranger, cs.GET_ENCODER_ESTIMATES, b"\x00\x00\x80\x7f\x00")
+            wait_for(lambda: r.drive()["dropped"] == 2, timeout=10, what="two frames dropped")
+            _frame(stranger, cs.GET_ENCODER_ESTIMATES, rtr=True)
+            wait_for(lambda: r.drive()["strangers"] == 1, timeout=10, what="the request counted")
+            assert r.servo()["state"] == "standby"  # Nothing of it is a fault.
+            _frame(stranger, cs.SET_INPUT_VEL, cs.pack_floats(1.0, 0.0))
+            s = wait_for(lambda: (s := r.servo())["error"] == 11 and s, timeout=10, what="the stranger's fault")
+            assert "another master" in s["reason"] and "Set_Input_Vel" in s["reason"], s
+        finally:
+            stranger.close()
+
+
+def test_nan_estimates_are_distrusted(tmp_path: Path) -> None:
+    """An encoder estimate of NaN for the drive's node-ID: the loop distrusts it (error 8), nothing moves."""
+    with rig(tmp_path) as r:
+        r.up()
+        stranger = Listener(r.iface)
+        try:
+            _frame(stranger, cs.GET_ENCODER_ESTIMATES, cs.pack_floats(math.nan, math.nan))
+            s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=10, what="the NaN distrusted")
+            print(s)
+            assert stranger.state() == "IDLE"
+        finally:
+            stranger.close()
+
+
+def test_a_silent_drive_is_lost_and_heard_again(tmp_path: Path) -> None:
+    """The emulator stopped (SIGSTOP): error 3 (the estimates' or the heartbeat's silence, whichever is seen first);
+continued: heard again, the servo stands by."""
+    with rig(tmp_path) as r:
+        r.up()
+        r.plant_proc.send_signal(signal.SIGSTOP)
+        try:
+            s = wait_for(lambda: (s := r.servo())["error"] == 3 and s["state"] == "error" and s, timeout=30,
+                         what="drive lost")
+            print(s["reason"])
+            assert "heartbeat silent" in s["reason"] or "no feedback" in s["reason"], s
+        finally:
+            r.plant_proc.send_signal(signal.SIGCONT)
+        s = wait_for(lambda: (s := r.servo())["state"] == "standby" and s, timeout=30, what="the drive heard again")
+        assert "reports again" in s["reason"] or "the drive is back" in s["reason"], s

@@ -62,7 +62,8 @@ def tick(now: float, A: LoopArrays) -> None:
     v_cmd, f_cmd = bound_command(A, *control_law(A, braking))
     ref_e = A.ref[8:16] if compensated(A) else A.ref[0:8]  # The reference when the command takes effect.
     drive.command(
-        kind, A.drive, now, st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd, st[L.ST_FLIM], ref_e
+        kind, A.drive, now, cfg[L.K_PERIOD], st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd,
+        st[L.ST_FLIM], ref_e,
     )
     publish(now, A, v_cmd, f_cmd)
 

@@ -232,9 +232,11 @@ class ControlLoop:
 
     :param drive: where the commands go and the measurements come from (:mod:`servo_node.drive`).
     :param clock: ``real`` (a thread against CLOCK_MONOTONIC) or ``simulated`` (advanced by :meth:`advance`).
+    :param start_s: where the simulated clock starts [second] (a monotonic clock's hours in, as a node's: its
+        ticks are then as far apart as floating point makes them, not exactly a period).
     """
 
-    def __init__(self, config: LoopConfig, drive: Drive, clock: str = "real") -> None:
+    def __init__(self, config: LoopConfig, drive: Drive, clock: str = "real", start_s: float = 0.0) -> None:
         if clock not in ("real", "simulated"):
             raise ValueError(f"clock must be 'real' or 'simulated', not {clock!r}")
         self.config = config
@@ -244,7 +246,7 @@ class ControlLoop:
         self.cmd = self.arrays.cmd
         self.cfg = self.arrays.cfg
         self.out = self.arrays.out
-        self._sim_now = 0.0
+        self._sim_now = start_s
         self._started = False
         self._thread: ControlThread | None = None
         self._own_thread = False

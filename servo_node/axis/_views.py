@@ -144,7 +144,7 @@ class AxisViews:
         loop = self._s.loop
         if loop is None:
             return timing_view(None, np.zeros(0))
-        return timing_view(loop.sample(), loop.period_errors())
+        return timing_view(loop.sample(), loop.period_errors(), self._s.counters.dynamics_lost)
 
     def events(self) -> dict[str, Any]:
         """``sys.events`` (see :func:`~servo_node.axis._reports.events_view`)."""

@@ -22,7 +22,7 @@ from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.transport import dropped_frames
 
 from ..arming import ServoState
-from ..control import LinkStats, LoopSample
+from ..control import Envelope, LinkStats, LoopSample
 from ..control import _layout as L
 from ..errors import ErrorCode
 from ..setpoint import Setpoint
@@ -183,6 +183,14 @@ def timing_view(s: LoopSample | None, lateness_s: np.ndarray, dynamics_lost: int
     p99 = float(np.percentile(lateness_s, 99.0)) if len(lateness_s) else 0.0
     return {"ticks": _count(s.ticks), "missed": _count(s.missed_ticks), "late_max_ms": round(s.late_max_s * 1e3, 3),
             "late_p99_ms": round(p99 * 1e3, 3), "dynamics_lost": _count(dynamics_lost)}
+
+
+def envelope_view(env: Envelope | None) -> list[float]:
+    """``sys.envelope``: the envelope in force [|v|, |a|, |j|, force] (NaNs before the loop runs). Every setpoint's
+    limits are clipped into it, so a coordinator that plans within it plans what the node will run."""
+    if env is None:
+        return [math.nan] * 4
+    return [env.velocity, env.acceleration, env.jerk, env.force]
 
 
 def reference_view(s: LoopSample | None) -> list[float]:

@@ -54,7 +54,7 @@ from servo_node.setpoint import ProfileLimits
 
 from ._axes import Axis, CoordError
 from ._result import AxisReport, MoveResult, Recorder, line_measures
-from ._segment import AxesInfo, commands, plan_segment
+from ._segment import AxesInfo, commands, plan_segment, within_envelope
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
 NODE_NAME = "io.github.cyphal_servo.coord"
@@ -224,10 +224,17 @@ class Coordinator:
         return answer.value
 
     async def limits(self, i: int) -> ProfileLimits:
-        """Axis ``i``'s default profile limits (its ``servo.profile.*`` registers)."""
+        """Axis ``i``'s own limits: its default profile (``servo.profile.*``) within its envelope (``sys.envelope``,
+        into which the node clips every setpoint's limits: planned with more, its plan would not be the one the
+        coordinator predicted, nor on the line)."""
         names = ("velocity", "acceleration", "jerk")
         v, a, j = await gather_all(self.read_register(i, f"servo.profile.{n}") for n in names)
-        return ProfileLimits(v[0], v[1], a[0], a[1], j[0])
+        own = ProfileLimits(v[0], v[1], a[0], a[1], j[0])
+        try:
+            env = list(await self.read_register(i, "sys.envelope"))
+        except CoordError:  # A node without the register (an older version): its profile as it is.
+            return own
+        return within_envelope(own, env) if len(env) == 4 and all(map(math.isfinite, env)) else own
 
     async def motion(self, i: int) -> dict[str, Any]:
         """Axis ``i``'s ``sys.motion`` register, parsed."""

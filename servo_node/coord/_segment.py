@@ -26,6 +26,8 @@ class AxesInfo:
     limits: tuple[ProfileLimits, ...]
     tolerance: tuple[float, ...]
     repeat_s: float
+    periods: tuple[float, ...] = ()
+    """Each axis's ``dynamics`` period [second] (1 / ``servo.dynamics_rate``): its recording's expected spacing."""
 
 
 @dataclass(frozen=True)

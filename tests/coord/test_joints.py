@@ -105,3 +105,28 @@ def test_a_deviation_above_the_threshold_is_judged_even_with_samples_lost() -> N
     _, text, notes = j.describe(["a", "b"], 0.01)
     assert "WARNING" in text and any("lost" in n for n in notes)
 
+
+@pytest.mark.parametrize("stamp_us", [0, 1, 1_795_860_019_547_653, (1 << 53) - 1])
+def test_a_dynamics_payload_reads_as_the_dsdl_deserializer_reads_it(stamp_us: int) -> None:
+    """The coordinator decodes ``DoF3rdTs.1.0`` with one struct call: bit for bit the generated deserializer's
+    stamp, position, velocity and acceleration, for the whole payload and for a shorter one (zero-extended)."""
+    import pycyphal.dsdl
+    import zubax
+    import zubax.physics.dynamics
+    import zubax.physics.kinematics
+
+    from servo_node.coord._listen import DYNAMICS_SIZE, dynamics_sample
+
+    kin = zubax.physics.kinematics.DoF3rd_1_0(
+        base=zubax.physics.kinematics.DoF2nd_1_0(position=-1.2345678, velocity=3.25e-5), acceleration=-17.5)
+    msg = zubax.physics.dynamics.DoF3rdTs_1_0(timestamp=zubax.Timestamp_1_0(microsecond=stamp_us),
+                                              value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=9.0))
+    payload = b"".join(pycyphal.dsdl.serialize(msg))
+    assert len(payload) == DYNAMICS_SIZE
+    for data in (payload, payload[:15], payload + b"\x01\x02"):
+        ref = pycyphal.dsdl.deserialize(zubax.physics.dynamics.DoF3rdTs_1_0, [memoryview(data)])
+        assert ref is not None
+        k = ref.value.kinematics
+        expected = (ref.timestamp.microsecond * 1e-6, float(k.base.position), float(k.base.velocity),
+                    float(k.acceleration))
+        assert dynamics_sample(data) == expected

@@ -4,22 +4,29 @@ Six servo nodes (embedded simulated joints, random profile limits and inertias) 
 coordinator (``servo_node.coord.Coordinator``, in this process) moves the first 2, 3 or 6 of them to random
 targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and mode, over all moves:
 
-* arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a node
-  starts a setpoint's plan at its reception, or with ``--start`` at the instant one start message on the nodes'
-  shared ``motion_start`` subject names, :mod:`servo_node.staging`);
-* measured arrival spread: the same of t0 + T + lag, the lag being how far each axis's recorded ``dynamics``
-  trail its plan started at t0 (least squares): the check that the reported t0 is when the joint started;
-* reference deviation: the straight-line deviation (max over time of the spread of normalised progress) of the
+* planned arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a
+  node starts a setpoint's plan at its reception, or with ``--start`` at the instant one start message on the
+  nodes' shared ``motion_start`` subject names, :mod:`servo_node.staging`);
+* joint arrival spread: what the joints did, from their own ``dynamics`` samples and stamps
+  (``servo_node.coord._joints``): max − min of each axis's last entry into ±0.1 % of its stroke;
+* planned deviation: the straight-line deviation (max over time of the spread of normalised progress) of the
   nodes' own plans started at their reported t0 — what start skew alone does to the line;
-* measured deviation: the same from the ``dynamics`` the coordinator records (``servo.dynamics_rate`` below);
+* joint deviation: the same of the joints, from their samples (``servo.dynamics_rate`` below); moves where samples
+  were lost (stretches not judged) are counted apart (``lost``), their judged figures kept;
 * planning time per move (the coordinator's, float32 re-prediction included) and the burst time.
+
+Each move takes a random subset of the six nodes (random limits and inertias each) in random order. The nodes run
+the real (monotonic) loop clock; ``--realtime`` runs them under SCHED_FIFO (as a deployment runs motion processes:
+``servo.loop_priority``; root only) and this process just below, so that the host's other work does not hold the
+loops up. The load average is printed with the table.
 
 Under ``time`` and ``none`` the deviation is not meant to be small (they are not straight lines); it is shown
 for comparison. Run it in a network namespace of its own (multicast reaches every local listener). Usage:
-``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6] [--start]`` (moves per
-mode). First, without processes, the straight-line table: on random rest-to-rest moves with different limits, how
-often phase sync leaves the straight line (ours: never from rest; Ruckig's: where the limiting axis's profile
-scaled onto another passes its limits) and what the line costs over time sync (``--line-only``).
+``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6] [--sync phase,time,none]
+[--start] [--realtime]`` (moves per mode and axis count). First, without processes, the straight-line table: on
+random rest-to-rest moves with different limits, how often phase sync leaves the straight line (ours: never from
+rest; Ruckig's: where the limiting axis's profile scaled onto another passes its limits) and what the line costs
+over time sync (``--line-only``).
 """
 
 from __future__ import annotations
@@ -79,6 +86,16 @@ def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str], start: bool
     return procs
 
 
+def _realtime(pids: list[int]) -> None:
+    """Every thread of the nodes ``pids`` under SCHED_FIFO 10 and this process under 5, as ``tests/procs.py`` runs a
+    timing scenario. Call it once the nodes are up: a FIFO thread compiling would hold a core, and a thread started
+    later would not be covered."""
+    from tests.procs import realtime, scenario_realtime
+
+    if not all([realtime(pid) for pid in pids]) or not scenario_realtime(True):
+        print("SCHED_FIFO not permitted (root only): the nodes run at normal priority", file=sys.stderr)
+
+
 def _stats(x: list[float], scale: float) -> str:
     a = np.asarray(x) * scale
     a = a[np.isfinite(a)]
@@ -91,7 +108,7 @@ Rows = dict[str, list[float]]
 
 
 def _new_row() -> Rows:
-    keys = ("spread", "mspread", "ref", "meas", "plan", "burst", "fallback", "rejected", "stopped", "hung")
+    keys = ("spread", "mspread", "ref", "meas", "plan", "burst", "fallback", "rejected", "stopped", "hung", "lost")
     return {k: [] for k in keys}
 
 
@@ -122,7 +139,8 @@ async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
 
 
 async def _run(
-    moves: int, seed: int, counts: list[int], bus: dict[str, str], start: bool
+    moves: int, seed: int, counts: list[int], bus: dict[str, str], start: bool, syncs: list[str],
+    realtime_pids: list[int],
 ) -> dict[tuple[int, str], Rows]:
     from servo_node.coord import Sync
     from servo_node.coord._axes import Axis, CoordError
@@ -132,16 +150,23 @@ async def _run(
     axes = [Axis(n, SETPOINT0 + k, DYNAMICS0 + k) for k, n in enumerate(NODE_IDS)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UAVCAN__")}
     env.update(bus, UAVCAN__NODE__ID=str(COORD_ID))
-    rows = {(n, s.value): _new_row() for n in counts for s in Sync}
+    rows = {(n, s): _new_row() for n in counts for s in syncs}
     position = [0.0] * 6
+    ready = Coordinator(axes, env, start_subject=START if start else None)
+    await ready.start()
+    await wait_ready(ready, len(axes))  # Every node up (and its kernels loaded) before any goes real-time.
+    ready.close()
+    if realtime_pids:
+        _realtime(realtime_pids)
     # One coordinator node on the bus at a time (they share the node-ID).
     for n in counts:
-        coord = Coordinator(axes[:n], env, start_subject=START if start else None)
-        await coord.start()
-        await wait_ready(coord, n)
         for k in range(moves):
-            for sync in Sync:
-                targets = [position[i] + rng.choice((-1, 1)) * rng.uniform(0.3, 2.0) for i in range(n)]
+            chosen = rng.sample(range(len(axes)), n)  # A random subset, in random order: other limits and inertias.
+            coord = Coordinator([axes[i] for i in chosen], env, start_subject=START if start else None)
+            await coord.start()
+            await wait_ready(coord, n)
+            for sync in map(Sync, syncs):
+                targets = [position[i] + rng.choice((-1, 1)) * rng.uniform(0.3, 2.0) for i in chosen]
                 task = asyncio.create_task(coord.move(targets, sync, hold_s=0.0, record=True))
                 await asyncio.wait({task}, timeout=MOVE_TIMEOUT_S)
                 if not task.done():
@@ -157,7 +182,8 @@ async def _run(
                     continue
                 # A phase move that fell back to time sync is no straight line: it gets a row of its own.
                 row = rows.setdefault((n, "p>time"), _new_row()) if r.plan.fallback else rows[n, sync.value]
-                position[:n] = [a.final for a in r.axes]
+                for i, a in zip(chosen, r.axes, strict=True):
+                    position[i] = a.final
                 if r.rejected or r.stopped:
                     row["rejected" if r.rejected else "stopped"].append(1.0)
                     print(r.table(), file=sys.stderr)
@@ -169,8 +195,10 @@ async def _run(
                 row["plan"].append(r.planning_s)
                 row["burst"].append(r.burst_s)
                 row["fallback"].append(1.0 if r.plan.fallback else 0.0)
+                if r.joints is not None and r.joints.lost:
+                    row["lost"].append(1.0)
+            coord.close()
             print(f"{n} axes: {k + 1}/{moves} moves per mode", end="\r", file=sys.stderr, flush=True)
-        coord.close()
         await asyncio.sleep(0.5)
     print(file=sys.stderr)
     if start:
@@ -199,9 +227,10 @@ async def _path_row(rng: random.Random, axes: list[Any], env: dict[str, str], wa
 
 
 def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
-    lines = [title, f"{'axes':<4} {'sync':<6} {'n':>3} {'spread ms p50/p99/max':>29} {'meas spread ms':>29} "
-             f"{'ref dev % p50/p99/max':>29} {'meas dev % p50/p99/max':>29} {'plan ms p50/p99/max':>29} "
-             f"{'burst ms p50/p99/max':>29} {'fell back':>9} {'rej/stop/hung':>13}",
+    lines = [title, f"{'axes':<4} {'sync':<6} {'n':>3} {'planned spread ms p50/p99/max':>29} "
+             f"{'joint spread ms p50/p99/max':>29} {'planned dev % p50/p99/max':>29} "
+             f"{'joint dev % p50/p99/max':>29} {'plan ms p50/p99/max':>29} "
+             f"{'burst ms p50/p99/max':>29} {'fell back':>9} {'lost':>5} {'rej/stop/hung':>13}",
              "(p>time: phase asked, infeasible, time sync used instead)"]
     groups: dict[tuple[str, str], Rows] = {}
     for (n, sync), row in rows.items():
@@ -219,7 +248,7 @@ def _table(rows: dict[tuple[int, str], Rows], title: str) -> str:
         fb = f"{len(row['fallback'])}" if sync == "p>time" else "-"
         lines.append(f"{n_label:<4} {sync:<6} {len(row['spread']):>3} {_stats(row['spread'], 1e3)} "
                      f"{_stats(row['mspread'], 1e3)} {_stats(row['ref'], 100)} {_stats(row['meas'], 100)} "
-                     f"{_stats(row['plan'], 1e3)} {_stats(row['burst'], 1e3)} {fb:>9} "
+                     f"{_stats(row['plan'], 1e3)} {_stats(row['burst'], 1e3)} {fb:>9} {len(row['lost']):>5} "
                      f"{len(row['rejected']):>5}/{len(row['stopped'])}/{len(row['hung'])}")
     return "\n".join(lines)
 
@@ -273,6 +302,9 @@ def main() -> None:
                     help="UDP on 127.0.0.1, or CAN FD over a udpmc group")
     ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ 6)")
     ap.add_argument("--start", action="store_true", help="start every move on one start message (motion_start)")
+    ap.add_argument("--sync", default="phase,time,none", help="sync modes to run (comma-separated)")
+    ap.add_argument("--realtime", action="store_true",
+                    help="the nodes under SCHED_FIFO 10, this process under 5 (as a deployment; root only)")
     ap.add_argument("--line-moves", type=int, default=500, help="random moves of the straight-line table")
     ap.add_argument("--line-only", action="store_true", help="only the straight-line table (no processes)")
     args = ap.parse_args()
@@ -293,11 +325,16 @@ def main() -> None:
         bus = _bus(args.transport)
         procs = _start_nodes(rng, Path(tmp), bus, args.start)
         try:
-            rows = asyncio.run(_run(args.moves, args.seed, counts, bus, args.start))
+            load_before = os.getloadavg()
+            rows = asyncio.run(_run(args.moves, args.seed, counts, bus, args.start, args.sync.split(","),
+                                    [p.pid for p in procs] if args.realtime else []))
             how = f"one start message, lead {START_LEAD_S * 1e3:g} ms" if args.start else "each at its setpoint"
-            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, {how}, dynamics at "
-                               f"{DYNAMICS_RATE_HZ} Hz, {os.cpu_count()} cores); spreads: t0 + T as reported, and "
-                               f"as measured (t0 + T + the dynamics' lag)"))
+            rt = "nodes SCHED_FIFO" if args.realtime else "nodes at normal priority"
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, {how}, {rt}, dynamics "
+                               f"at {DYNAMICS_RATE_HZ} Hz, {os.cpu_count()} cores, load average {load} at the end, "
+                               f"{load_before[0]:.1f} at the start); spreads: t0 + T as reported, and the joints' "
+                               f"(from their samples)"))
         finally:
             for p in procs:
                 p.terminate()

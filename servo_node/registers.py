@@ -108,6 +108,11 @@ Register                               Type          Default             Meaning
 ``sys.reference``                      real64[3]     —                   the reference [p, v, a] at full precision while
                                        (ro)                              engaged, else NaN
                                                                          (``axis/_reports.reference_view``)
+``sys.envelope``                       real64[4]     —                   the envelope in force [|v|, |a|, |j|, force]:
+                                       (ro)                              ``servo.envelope.*`` or derived; every
+                                                                         setpoint's limits are clipped into it (a
+                                                                         coordinator plans within it), NaN before the
+                                                                         loop runs (``axis/_reports.envelope_view``)
 ``sys.counters``                       string (ro)   —                   JSON: setpoint intake counts, refused writes,
                                                                          restarts (``axis/_reports.counters_view``)
 ``sys.events``                         string (ro)   —                   JSON: coordinated starts, dropped frames, loop
@@ -206,13 +211,14 @@ PORTS: Mapping[str, str] = {
 SYS_STATUS = "sys.status"
 SYS_MOTION = "sys.motion"
 SYS_REFERENCE = "sys.reference"
+SYS_ENVELOPE = "sys.envelope"
 SYS_COUNTERS = "sys.counters"
 SYS_EVENTS = "sys.events"
 SYS_TIMING = "sys.timing"
 SYS_DRIVE = "sys.drive"
 SYS_LAST_REJECTION = "sys.last_rejection"
 SYS_MIMIC = "sys.mimic"
-REPORTS = (SYS_STATUS, SYS_MOTION, SYS_REFERENCE, SYS_COUNTERS, SYS_EVENTS, SYS_TIMING, SYS_DRIVE,
+REPORTS = (SYS_STATUS, SYS_MOTION, SYS_REFERENCE, SYS_ENVELOPE, SYS_COUNTERS, SYS_EVENTS, SYS_TIMING, SYS_DRIVE,
            SYS_LAST_REJECTION)
 """The read-only ``sys.*`` report registers every axis serves (see the module docstring for what each holds)."""
 FOLLOWER_REPORTS = (SYS_MIMIC,)

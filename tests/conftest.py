@@ -17,6 +17,7 @@ from tests import isolation, procs
 
 BUS_SCENARIOS = (
     "tests/system/",
+    "tests/coord/test_scenario.py",
     "tests/coord/test_system.py",
     "tests/hanoi/test_run.py",
     "tests/hostile/test_canopen_trust.py",

@@ -121,6 +121,7 @@ def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConf
         realtime_priority=int(reg.real("servo.loop_priority")),
         compensation=compensation,
         drive_period_s=1.0 / drive_rate,
+        trace_rate_hz=reg.real("servo.dynamics_rate"),
     )
 
 

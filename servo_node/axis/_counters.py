@@ -40,6 +40,8 @@ class AxisCounters:
     last_rejection: str = ""
     last_rejection_at: float = -math.inf
     """When [second, time.monotonic] the last setpoint was rejected."""
+    dynamics_lost: int = 0
+    """Traced samples the loop overwrote before the node published them as ``dynamics`` (``sys.timing``)."""
     ticks_missed_at: float = -math.inf
     """When [second, time.monotonic] the loop was last seen to have missed ticks (``sys.timing``)."""
 

@@ -22,7 +22,8 @@ from cyphal_common.clocks import system_minus_monotonic_s
 from cyphal_common.transport import dropped_frames
 
 from ..arming import ServoState
-from ..control import LinkStats, LoopSample
+from ..control import Envelope, LinkStats, LoopSample
+from ..control import _layout as L
 from ..errors import ErrorCode
 from ..setpoint import Setpoint
 from ._counters import COUNT_MAX, AxisCounters, EventCounts
@@ -172,15 +173,24 @@ def events_view(c: AxisCounters, e: EventCounts, uptime_s: float) -> dict[str, A
     }
 
 
-def timing_view(s: LoopSample | None, lateness_s: np.ndarray) -> dict[str, Any]:
+def timing_view(s: LoopSample | None, lateness_s: np.ndarray, dynamics_lost: int = 0) -> dict[str, Any]:
     """``sys.timing``: the loop's ticks, the ticks it missed (due while its thread was more than a period late: a host
-    too busy for ``servo.loop_rate``), the largest lateness of a tick, and the p99 of its thread's recent wake-ups
-    (``lateness_s``, the latest 65,536) [millisecond]."""
+    too busy for ``servo.loop_rate``), the largest lateness of a tick, the p99 of its thread's recent wake-ups
+    (``lateness_s``, the latest 65,536) [millisecond], and the ``dynamics`` samples lost: traced by the loop but
+    overwritten before this node's event loop published them (``control/_trace.py``: it fell that far behind)."""
     if s is None:
         return {"ticks": 0}
     p99 = float(np.percentile(lateness_s, 99.0)) if len(lateness_s) else 0.0
     return {"ticks": _count(s.ticks), "missed": _count(s.missed_ticks), "late_max_ms": round(s.late_max_s * 1e3, 3),
-            "late_p99_ms": round(p99 * 1e3, 3)}
+            "late_p99_ms": round(p99 * 1e3, 3), "dynamics_lost": _count(dynamics_lost)}
+
+
+def envelope_view(env: Envelope | None) -> list[float]:
+    """``sys.envelope``: the envelope in force [|v|, |a|, |j|, force] (NaNs before the loop runs). Every setpoint's
+    limits are clipped into it, so a coordinator that plans within it plans what the node will run."""
+    if env is None:
+        return [math.nan] * 4
+    return [env.velocity, env.acceleration, env.jerk, env.force]
 
 
 def reference_view(s: LoopSample | None) -> list[float]:
@@ -268,6 +278,18 @@ def dynamics_message(
     return zubax.physics.dynamics.DoF3rdTs_1_0(
         timestamp=zubax.Timestamp_1_0(microsecond=int(stamp_s * 1e6)),
         value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=s.force),
+    )
+
+
+def traced_dynamics_message(row: Any, loop_to_synchronized_s: float) -> zubax.physics.dynamics.DoF3rdTs_1_0:
+    """``dynamics`` of one traced sample (a row of ``control/_trace.py``'s columns ``L.TR_*``), stamped [µs] with
+    its loop time plus ``loop_to_synchronized_s`` (synchronized time − monotonic clock)."""
+    t, p, v, a, f = (float(x) for x in row[: L.TR_N])
+    kin = zubax.physics.kinematics.DoF3rd_1_0(base=zubax.physics.kinematics.DoF2nd_1_0(position=p, velocity=v),
+                                              acceleration=a)
+    return zubax.physics.dynamics.DoF3rdTs_1_0(
+        timestamp=zubax.Timestamp_1_0(microsecond=int((t + loop_to_synchronized_s) * 1e6)),
+        value=zubax.physics.dynamics.DoF3rd_1_0(kinematics=kin, force=f),
     )
 
 

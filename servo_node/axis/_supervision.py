@@ -4,7 +4,10 @@ Each pass (:meth:`Supervision.supervise`, every :data:`SUPERVISE_PERIOD_S` from 
 :data:`SUPERVISE_IDLE_PERIOD_S` while the axis is idle) reports a fault the loop counted once, holds a drive's own
 fault until a re-arm, ends a drive-lost error when the drive reports again, lets the gate's timeouts stop the loop
 (a follower's: after the loop's own lost-leader stop) and logs a state change once. ``status`` and ``dynamics`` go
-out when due (``dynamics`` only from a fresh, trusted measurement), ``feedback`` from its own task.
+out when due, ``feedback`` from its own task. ``dynamics`` (fresh, trusted measurements only) is every sample the
+loop traced at ``servo.dynamics_rate`` in loop time (``control/_trace.py``), each stamped with its own time: a pass
+that comes late publishes the samples due meanwhile, so the stream is the joint's motion whatever this event loop's
+lateness (on the simulated clock: the latest sample, stamped when published).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import pycyphal
 import zubax.service.actuator
 from pycyphal.application.heartbeat_publisher import Health
 
+from cyphal_common.clocks import system_minus_monotonic_s
+
 from ..arming import ServoState
-from ..control import LoopSample
+from ..control import ControlLoop, LoopSample
 from ..control import _layout as L
 from ..diagnostics import Severity
 from ..errors import ErrorCode
-from ._reports import dynamics_message, feedback_message, status_message
+from ._reports import dynamics_message, feedback_message, status_message, traced_dynamics_message
 from ._setpoints import SetpointPath
 from ._state import AxisState
 
@@ -47,6 +52,10 @@ REARM_POLL_S = 0.2
 LOST_LEADER_GRACE_S = 0.05
 """A follower's gate expires on the same leader samples the loop judges a lost leader by: the loop stops on its
 own (and says why) within a tick or two; the gate stops it only if it has not within this [second]."""
+
+DYNAMICS_BURST = 64
+"""Traced samples published per pass at most: a pass after a long stall publishes the backlog over several passes
+(due again at once), so it never holds the event loop for long [samples]."""
 
 _logger = logging.getLogger(__name__)
 
@@ -75,6 +84,9 @@ class Supervision:
         self._rearm_check_at = 0.0
         self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
         self._dynamics_period = math.inf
+        self._traced_loop: ControlLoop | None = None
+        self._traced = 0
+        """The next trace entry to publish (of :attr:`_traced_loop`'s trace)."""
         self._seen_error_count = 0
         self._seen_missed = self._reported_missed = 0
         self._missed_report_at = -math.inf
@@ -218,15 +230,37 @@ class Supervision:
                     await pub.publish(self._status_message(s if s is not None else st.started_loop().sample()))
             if now >= self._next_dynamics:
                 self._next_dynamics = max(self._next_dynamics + self._dynamics_period, now)
-                s = s if s is not None else st.started_loop().sample()
-                if s.measured:  # No measurement, no dynamics: zeros or a silent drive's last state are not news.
-                    await self.pubs["dynamics"].publish(
-                        dynamics_message(s, st.loop_clock == "real", st.timesync.offset_s))
+                if st.loop_clock == "real":
+                    if not await self._publish_traced():
+                        self._next_dynamics = now  # A backlog left: due again at once.
+                else:
+                    s = s if s is not None else st.started_loop().sample()
+                    if s.measured:  # No measurement, no dynamics: zeros or a silent drive's last state are not news.
+                        await self.pubs["dynamics"].publish(dynamics_message(s, False, st.timesync.offset_s))
         except pycyphal.transport.ResourceClosedError:
             raise
         except Exception:  # A bug here must not end supervision: log it and keep going.
             _logger.exception("%sSupervision failed", st.names.label)
         return min(self._next_supervise, self._next_status, self._next_dynamics)
+
+    async def _publish_traced(self) -> bool:
+        """Publish the loop's traced samples not published yet (at most :data:`DYNAMICS_BURST`); False if some are
+        left. Samples the loop overwrote before this pass came are counted as lost (``sys.timing``)."""
+        st = self._s
+        loop = st.started_loop()
+        if loop is not self._traced_loop:  # Started, or restarted: its trace, from now on.
+            self._traced_loop, self._traced = loop, int(loop.arrays.trace[L.TRACE_COUNT])
+        first, rows = loop.trace_since(self._traced)
+        st.counters.dynamics_lost += first - self._traced
+        self._traced = first
+        if not len(rows):
+            return True
+        pub, offset = self.pubs["dynamics"], st.timesync.offset_s
+        clock = system_minus_monotonic_s()
+        for row in rows[:DYNAMICS_BURST]:
+            await pub.publish(traced_dynamics_message(row, clock + offset))
+            self._traced += 1
+        return len(rows) <= DYNAMICS_BURST
 
     async def feedback_task(self) -> None:
         """``feedback`` right after each applied setpoint and state change, and at least once per second."""

@@ -23,6 +23,7 @@ from ..control import _layout as L
 from ._counters import EventCounts
 from ._reports import (
     counters_view,
+    envelope_view,
     events_view,
     json_register,
     motion_view,
@@ -56,6 +57,7 @@ class AxisViews:
             R.SYS_STATUS: json_register(self.status),
             R.SYS_MOTION: json_register(self.motion),
             R.SYS_REFERENCE: real64_register(self.reference),
+            R.SYS_ENVELOPE: real64_register(self.envelope),
             R.SYS_COUNTERS: json_register(self.counts),
             R.SYS_EVENTS: json_register(self.events),
             R.SYS_TIMING: json_register(self.timing),
@@ -135,6 +137,11 @@ class AxisViews:
         loop = self._s.loop
         return reference_view(loop.sample() if loop is not None else None)
 
+    def envelope(self) -> list[float]:
+        """``sys.envelope`` (see :func:`~servo_node.axis._reports.envelope_view`)."""
+        loop = self._s.loop
+        return envelope_view(loop.config.envelope if loop is not None else None)
+
     def counts(self) -> dict[str, Any]:
         """``sys.counters`` (see :func:`~servo_node.axis._reports.counters_view`)."""
         return counters_view(self._s.counters, self._s.registry.refused_writes, self._restarts())
@@ -144,7 +151,7 @@ class AxisViews:
         loop = self._s.loop
         if loop is None:
             return timing_view(None, np.zeros(0))
-        return timing_view(loop.sample(), loop.period_errors())
+        return timing_view(loop.sample(), loop.period_errors(), self._s.counters.dynamics_lost)
 
     def events(self) -> dict[str, Any]:
         """``sys.events`` (see :func:`~servo_node.axis._reports.events_view`)."""

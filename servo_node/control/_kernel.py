@@ -12,7 +12,8 @@ data-flow order:
 4. **supervise the motion**: deadman by reception time, the end of an envelope brake, the following error;
 5. **reference**: the trajectory sampled at ``now`` and one period ahead; a stop ends when the joint is at rest;
 6. **control law**, the command bounded into the envelope (:mod:`._feedback`), and **drive command**;
-7. **publish** a sample for the node.
+7. **publish** a sample for the node, and into the trace when one is due (:mod:`._trace`: every sample the node
+   publishes as ``dynamics``, however late its event loop).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ._stages import (
     supervise_motion,
     take_command,
 )
+from ._trace import record
 
 
 @tick_jit
@@ -62,9 +64,11 @@ def tick(now: float, A: LoopArrays) -> None:
     v_cmd, f_cmd = bound_command(A, *control_law(A, braking))
     ref_e = A.ref[8:16] if compensated(A) else A.ref[0:8]  # The reference when the command takes effect.
     drive.command(
-        kind, A.drive, now, st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd, st[L.ST_FLIM], ref_e
+        kind, A.drive, now, cfg[L.K_PERIOD], st[L.ST_ENGAGED] != 0.0, cfg[L.K_LAW] == L.LAW_TORQUE, v_cmd, f_cmd,
+        st[L.ST_FLIM], ref_e,
     )
     publish(now, A, v_cmd, f_cmd)
+    record(now, A)
 
 
 @tick_jit

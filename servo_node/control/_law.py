@@ -14,7 +14,13 @@ from ._layout import LoopArrays
 
 @tick_jit
 def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
-    """(v_cmd, f_cmd): velocity ``v = v_ref + k·e`` or computed torque ``τ = J·a_ref + K_p·e + K_d·ė``.
+    """(v_cmd, f_cmd): velocity ``v = v_ref(t + T) + k·e`` or computed torque ``τ = J·ā_ref + K_p·e + K_d·ė``.
+
+    Both feed-forwards are exact for a command held over the period T to the next tick: the velocity the reference
+    has at its end, and ā_ref = (v_ref(t + T) − v_ref(t))/T, the reference's mean acceleration over it, which a
+    force held for T gives a rigid joint of inertia J (its velocity ends the period on the reference's, whatever
+    J). The acceleration now, held for T, lags a jerk-limited reference by j·T/2 and leaves a tracking error that
+    depends on J and the gains: different on every axis of a coordinated move, so off its straight line.
 
     Braking (a stop's hold near its end, at rest, or past its bound): velocity 0 exactly, or in torque mode the
     deadbeat force −J·v/T that stops the joint within one period. Without fresh feedback (drive lost):
@@ -36,7 +42,8 @@ def control_law(A: LoopArrays, braking: bool) -> tuple[float, float]:
         f = -cfg[L.K_INERTIA] * m[L.M_V] / cfg[L.K_PERIOD]  # Deadbeat: the force that stops J within one period.
         return np.nan, min(max(f, -flim), flim)
     de = ref[1] - m[L.M_V] if fresh else 0.0
-    f = cfg[L.K_INERTIA] * ref[2] + cfg[L.K_KP] * e + cfg[L.K_KD] * de
+    a_mean = (ref[5] - ref[1]) / cfg[L.K_PERIOD]  # ref[4:8]: the reference one period ahead.
+    f = cfg[L.K_INERTIA] * a_mean + cfg[L.K_KP] * e + cfg[L.K_KD] * de
     return np.nan, min(max(f, -flim), flim)
 
 

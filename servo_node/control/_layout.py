@@ -108,7 +108,8 @@ K_DEADMAN = 20  # setpoint age that expires the command [second]
 K_REST_TIME = 21  # measured time at rest that ends a stop [second] (a whole number of loop periods, at least 2)
 K_COMPENSATE = 22  # 1: a drive on the bus is commanded through the link model (control._link); 0: as if local
 K_DRIVE_PERIOD = 23  # how long a bus drive holds each command: its setpoint period [second]
-N_CFG = 24
+K_TRACE_PERIOD = 24  # a measured sample goes into the trace (control._trace) this often in loop time [second]; 0: none
+N_CFG = 25
 
 LAW_VELOCITY = 0.0
 LAW_TORQUE = 1.0
@@ -162,7 +163,8 @@ ST_CMD_CLIPPED = 43  # drive commands clipped into the envelope (or replaced: no
 ST_BRAKE_EFFECT = 44  # the hold: when its first zero command takes effect at the drive [second]; NaN before
 ST_MISSED = 45  # ticks the real clock's thread skipped: due while it was more than a period late (control._kernel)
 ST_LATE_MAX = 46  # largest lateness of a tick behind its due time [second] (real clock)
-N_ST = 47
+ST_TRACE_NEXT = 47  # loop time the next trace sample is due [second] (control._trace)
+N_ST = 48
 
 FB_OK = 0.0
 FB_NOT_FINITE = 1.0  # NaN or inf in position, velocity, acceleration or force
@@ -313,6 +315,20 @@ MIMIC_LOST = 1.0  # no leader sample within the deadman timeout
 MIMIC_DISENGAGED = 2.0  # the leader reported it is not engaged
 MIMIC_LEADER_ERROR = 3.0  # the leader reported an error
 
+# ---- trace: ring of measured samples at K_TRACE_PERIOD (loop -> node; control._trace): the loop writes an entry,
+# then the count; the node reads entries behind the count and drops those the loop overwrote meanwhile
+TRACE_COUNT = 0  # entries written so far
+TRACE_HEAD = 1  # entry k is at TRACE_HEAD + (k % TRACE_N) * TR_N
+TRACE_N = 1024
+"""Entries of the trace: 2 s of ``dynamics`` at 500 Hz, which a node whose event loop stalls still publishes."""
+TR_T = 0  # loop time of the sample [second]
+TR_P = 1  # measured position, velocity, acceleration, force
+TR_V = 2
+TR_A = 3
+TR_F = 4
+TR_N = 5
+N_TRACE = TRACE_HEAD + TRACE_N * TR_N
+
 # ---- timing: ring of period errors for measurement
 TIMING_RING = 1 << 16
 """Entries of the period-error ring [second]; slot TIMING_RING holds the write count."""
@@ -348,6 +364,8 @@ class LoopArrays(NamedTuple):
     """Scratch: a copy of ``lead`` being taken."""
     mim: np.ndarray
     """Mimic state (``MI_*``)."""
+    trace: np.ndarray
+    """The ring of measured samples the node publishes as ``dynamics`` (``TRACE_*``, ``TR_*``; control._trace)."""
 
 
 def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> LoopArrays:
@@ -380,6 +398,7 @@ def new_loop_arrays(drive: DriveArrays, cfg: np.ndarray, profile_size: int) -> L
         lead_c=new_lead(),
         lead_s=new_lead(),
         mim=new_mim(),
+        trace=np.zeros(N_TRACE),
     )
 
 

@@ -26,6 +26,7 @@ from . import _layout as L
 from ._kernel import run_simulated, tick
 from ._layout import LoopArrays, new_loop_arrays
 from ._thread import ControlThread
+from ._trace import read_since
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class LoopConfig:
     (reference now, feedback on the latest measurement). No effect on the embedded joint."""
     drive_period_s: float = 0.005
     """How long a drive on the bus holds each command: its setpoint period [second]."""
+    trace_rate_hz: float = 0.0
+    """Measured samples kept per second of loop time for the node's ``dynamics`` (:mod:`._trace`); 0: none."""
 
     def cfg_array(self, drive_kind: float) -> np.ndarray:
         """The kernel's cfg array."""
@@ -103,6 +106,7 @@ class LoopConfig:
         cfg[L.K_REST_TIME] = self.rest_hold_s
         cfg[L.K_COMPENSATE] = 1.0 if self.compensation else 0.0
         cfg[L.K_DRIVE_PERIOD] = self.drive_period_s
+        cfg[L.K_TRACE_PERIOD] = 1.0 / self.trace_rate_hz if self.trace_rate_hz > 0.0 else 0.0
         return cfg
 
     def stop_bound_s(self) -> float:
@@ -232,9 +236,11 @@ class ControlLoop:
 
     :param drive: where the commands go and the measurements come from (:mod:`servo_node.drive`).
     :param clock: ``real`` (a thread against CLOCK_MONOTONIC) or ``simulated`` (advanced by :meth:`advance`).
+    :param start_s: where the simulated clock starts [second] (a monotonic clock's hours in, as a node's: its
+        ticks are then as far apart as floating point makes them, not exactly a period).
     """
 
-    def __init__(self, config: LoopConfig, drive: Drive, clock: str = "real") -> None:
+    def __init__(self, config: LoopConfig, drive: Drive, clock: str = "real", start_s: float = 0.0) -> None:
         if clock not in ("real", "simulated"):
             raise ValueError(f"clock must be 'real' or 'simulated', not {clock!r}")
         self.config = config
@@ -244,11 +250,12 @@ class ControlLoop:
         self.cmd = self.arrays.cmd
         self.cfg = self.arrays.cfg
         self.out = self.arrays.out
-        self._sim_now = 0.0
+        self._sim_now = start_s
         self._started = False
         self._thread: ControlThread | None = None
         self._own_thread = False
         self._cmd_lock = threading.Lock()
+        self._trace_rows = np.empty((L.TRACE_N, L.TR_N))
 
     @property
     def realtime_priority(self) -> int:
@@ -346,6 +353,13 @@ class ControlLoop:
         if not math.isfinite(o[L.O_DEMAND]):
             o[L.O_DEMAND] = 0.0
         return LoopSample._make(_SAMPLE_OUTPUTS(o))
+
+    def trace_since(self, since: int) -> tuple[int, np.ndarray]:
+        """The measured samples the loop traced (``L.TR_*`` columns, oldest first) from entry ``since`` on, and the
+        index of the first: later than ``since`` if the loop overwrote older ones before they were read. The rows
+        are a view of a buffer the next call reuses."""
+        first, count = read_since(self.arrays.trace, since, self._trace_rows)
+        return first, self._trace_rows[:count]
 
     def link_stats(self) -> LinkStats | None:
         """The bus drive's link as the loop measures it (None for the embedded joint or before any measurement).

@@ -6,6 +6,12 @@ Examples (the bus comes from the standard environment, as for yakut)::
     servo-coord move --axis 21:1021:1031 --axis 22:1022:1032 --to 1.5,-0.8 --hold 2
     servo-coord move --axes arm.toml --to 0.3,0.2,-1 --sync time
     servo-coord path --axes arm.toml --file path.csv
+    servo-coord move --axes arm.toml --to 0.3,0.2,-1 --hold 0 --check-line 1   # exit 3 if the joints left the line
+
+Every move is judged on the joints: their arrival spread and straight-line deviation from their own ``dynamics``
+samples, beside the planned figures. Exit status: 0, or 100 (a move could not be made), 2 (bad arguments); with
+``--check-line PCT``, 3 if a move's measured deviation exceeded PCT % of the stroke, 4 if it could not be judged
+everywhere (samples lost: the output says where).
 """
 
 from __future__ import annotations
@@ -23,10 +29,17 @@ from ._sync import Sync
 
 EXIT_CODE_UNSUCCESSFUL = 100
 """Exit code of a move that could not be made (as yakut's)."""
+EXIT_CODE_LINE = 3
+"""``--check-line``: a move's (or segment's) measured straight-line deviation exceeded the threshold."""
+EXIT_CODE_UNJUDGED = 4
+"""``--check-line``: no deviation above the threshold was seen, but part of a move could not be judged (lost
+samples)."""
+VERDICT_CODES = {"ok": 0, "above": EXIT_CODE_LINE, "unjudged": EXIT_CODE_UNJUDGED}
 
 
 def _parser() -> argparse.ArgumentParser:
-    from ._session import START_AUTO, START_LEAD_S
+    from ._session import START_LEAD_S
+    from ._start import START_AUTO
 
     ap = argparse.ArgumentParser(prog="servo-coord", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="no start message: each axis starts its plan at its setpoint's reception")
     mv.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
                     help=f"how far ahead the start message names the start (default {START_LEAD_S:g})")
+    _check_line(mv)
     mv.add_argument("-v", "--verbose", action="store_true")
     pa = sub.add_parser("path", help="move several servo nodes through waypoints, each segment a coordinated move")
     pa.add_argument("--axis", action="append", default=[], metavar="NODE_ID:SETPOINT_SUBJECT:DYNAMICS_SUBJECT",
@@ -60,8 +74,28 @@ def _parser() -> argparse.ArgumentParser:
                     metavar="SUBJECT", help="the servos' shared motion_start subject (default: read from the axes)")
     pa.add_argument("--start-lead", type=float, default=START_LEAD_S, metavar="SECONDS",
                     help=f"how far ahead the first start message names the start (default {START_LEAD_S:g})")
+    _check_line(pa)
     pa.add_argument("-v", "--verbose", action="store_true")
     return ap
+
+
+def _check_line(parser: argparse.ArgumentParser) -> None:
+    from ._joints import LINE_WARN
+
+    parser.add_argument("--check-line", type=float, default=None, metavar="PCT",
+                        help=f"exit {EXIT_CODE_LINE} if the joints' measured straight-line deviation exceeds PCT %% of "
+                             f"the stroke (a warning above {LINE_WARN * 100:g} %% either way), {EXIT_CODE_UNJUDGED} if "
+                             f"samples were lost where it would be judged")
+
+
+def _percent(text: str | None) -> float | None:
+    """``--check-line``'s PCT as a fraction (None: not given)."""
+    if text is None:
+        return None
+    x = float(text)
+    if not 0.0 < x < 100.0:
+        raise ValueError(f"--check-line {text}: a percentage in (0, 100)")
+    return x / 100.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,11 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cyphal_common.tasks import cancel_and_wait
 
     from ._axes import Axis, CoordError, load_axes, parse_axis
+    from ._joints import LINE_WARN
     from ._session import Coordinator
 
+    verdicts: list[str] = []  # One per move or segment: ok, above, unjudged (MoveResult.line_verdict).
     try:
         axes: list[Axis] = (load_axes(args.axes) if args.axes else []) + [parse_axis(a) for a in args.axis]
-        work = _move(args, axes) if args.command == "move" else _path(args, axes)
+        check = _percent(args.check_line)
+        work = _move(args, axes, verdicts) if args.command == "move" else _path(args, axes, verdicts)
     except (ValueError, OSError) as ex:
         print(f"servo-coord: {ex}", file=sys.stderr)
         return 2
@@ -105,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.get_running_loop().add_signal_handler(signum, on_signal, signum)
 
         async def session() -> None:
-            async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead) as coord:
+            async with Coordinator(axes, start_subject=args.start, start_lead_s=args.start_lead,
+                                   line_threshold=LINE_WARN if check is None else check) as coord:
                 print(f"start: {coord.start_path}", flush=True)
                 await work(coord)
 
@@ -117,9 +155,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             await cancel_and_wait([job, stopped])
         if stop.is_set():
             print(f"servo-coord: {received[0]}: stopped feeding the servos", file=sys.stderr)
-            return 0
+            return _checked(check, verdicts)
         job.result()  # The work's own failure (CoordError) ends the program with it.
-        return 0
+        return _checked(check, verdicts)
 
     try:
         return asyncio.run(run())
@@ -130,7 +168,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CODE_UNSUCCESSFUL
 
 
-def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
+def _checked(check: float | None, verdicts: Sequence[str]) -> int:
+    """The exit status of ``--check-line`` (0 without it): the worst of the moves' verdicts."""
+    if check is None:
+        return 0
+    if "above" in verdicts:
+        print(f"servo-coord: the joints left the straight line by more than {check * 100:g} % of the stroke",
+              file=sys.stderr)
+        return EXIT_CODE_LINE
+    if "unjudged" in verdicts:
+        print("servo-coord: the straight line could not be judged everywhere (samples lost)", file=sys.stderr)
+        return EXIT_CODE_UNJUDGED
+    return 0
+
+
+def _move(args: argparse.Namespace, axes: Sequence[Any],
+          verdicts: list[str]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
     """``servo-coord move``: one coordinated move, its table, then the hold."""
     targets = [float(x) for x in args.to.split(",")]
     if not axes or len(targets) != len(axes):
@@ -141,13 +194,18 @@ def _move(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coro
             print(f"phase sync infeasible, using time sync: {plan.fallback}", flush=True)
         print(f"sent: {plan.summary}", flush=True)
 
+    def result(r: Any) -> None:
+        verdicts.append(r.line_verdict)
+        print(r.table(), flush=True)
+
     async def work(coord: Any) -> None:
-        await coord.move(targets, args.sync, args.hold, on_sent=sent, on_result=lambda r: print(r.table(), flush=True))
+        await coord.move(targets, args.sync, args.hold, on_sent=sent, on_result=result, record=True)
 
     return work
 
 
-def _path(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
+def _path(args: argparse.Namespace, axes: Sequence[Any],
+          verdicts: list[str]) -> Callable[[Any], Coroutine[Any, Any, Any]]:
     """``servo-coord path``: the waypoints one segment after the other; a progress line on a terminal, a line per
     segment otherwise; a line per segment and the total at the end."""
     from ._path import load_path, run_path
@@ -173,7 +231,8 @@ def _path(args: argparse.Namespace, axes: Sequence[Any]) -> Callable[[Any], Coro
         if tty:
             print()
         for r in results:
-            print(r.line(), flush=True)
+            print(r.line([ax.label for ax in coord.axes]), flush=True)
+            verdicts.append(r.line_verdict)
         planned = sum(r.segment.duration + w.dwell_s for r, w in zip(results, waypoints, strict=True))
         print(f"path: {len(results)} waypoints reached in {took:.3f} s; planned segments and dwells {planned:.3f} s",
               flush=True)

@@ -8,8 +8,9 @@ setpoints are repeated all along (the nodes' deadman), the staged ones too (a st
 than the deadman). A start is published a few milliseconds after its staging, and only once segment k has started,
 since a node holds one staged setpoint at a time.
 
-Each segment is measured from the nodes' ``sys.motion`` (read mid-segment: their plan's t0 and T, the arrival
-spread) and the recorded ``dynamics`` (the straight-line deviation, the position at its end). A fault of any axis
+Each segment is measured from the nodes' ``sys.motion`` (read mid-segment: their plan's t0 and T, the planned
+arrival spread) and from what the joints did, their recorded ``dynamics`` with their own stamps (:mod:`._joints`:
+the measured arrival spread and straight-line deviation, lost samples, the position at its end). A fault of any axis
 (a plan that is not the segment's, a rejected setpoint) ends the path: the runner stops feeding, every node stops
 on its deadman (our jerk-limited stop), and the runner waits until every axis is at rest before it raises.
 """
@@ -31,7 +32,7 @@ import numpy as np
 from cyphal_common.tasks import cancel_and_wait, gather_all
 
 from ._axes import CoordError
-from ._measure import progress_deviation
+from ._joints import LINE_WARN, Joints, measure
 from ._result import PLAN_MATCH_TOL, Recorder
 from ._segment import Segment, checked_segment, commands
 from ._session import Coordinator
@@ -100,10 +101,16 @@ class SegmentResult:
     """How much later than the previous segment's end (and dwell) it started: the runner could not stage it in time."""
     t0: list[float] = field(default_factory=list)
     T: list[float] = field(default_factory=list)
-    deviation: float = math.nan
-    """Measured straight-line deviation (fraction of the stroke)."""
+    joints: Joints | None = None
+    """What the joints did in this segment, from their samples (None: not measured yet)."""
+    line_threshold: float = LINE_WARN
     reached: list[float] = field(default_factory=list)
     """Each axis's measured position at the segment's end (interpolated from ``dynamics``)."""
+
+    @property
+    def deviation(self) -> float:
+        """Measured straight-line deviation (fraction of the stroke; NaN: not judged)."""
+        return self.joints.line.deviation if self.joints is not None else math.nan
 
     @property
     def spread(self) -> float:
@@ -112,16 +119,35 @@ class SegmentResult:
         return max(arrivals) - min(arrivals) if arrivals else 0.0
 
     @property
+    def measured_spread(self) -> float:
+        """Arrival spread of the joints, from their samples [second] (NaN: unknown)."""
+        return self.joints.spread if self.joints is not None else math.nan
+
+    @property
+    def line_verdict(self) -> str:
+        """``ok``, ``above`` or ``unjudged`` (see :meth:`._joints.Joints.verdict`); time sync is not judged."""
+        if self.segment.plan.used is not Sync.PHASE:
+            return "ok"
+        return self.joints.verdict(self.line_threshold) if self.joints is not None else "unjudged"
+
+    @property
     def _moving(self) -> list[bool]:
         return [m.target != m.p0 and not ap.held for m, ap in zip(self.segment.motions, self.segment.plan.axes,
                                                                     strict=True)]
 
-    def line(self) -> str:
-        """One line for the report."""
+    def line(self, labels: Sequence[str] = ()) -> str:
+        """The report of the segment: one line, and a line per note on lost samples (``labels``: the axes')."""
         err = max((abs(r - m.target) for r, m in zip(self.reached, self.segment.motions, strict=True)), default=0.0)
         waited = f", waited {self.waited_s * 1e3:.0f} ms" if self.waited_s > 0.0 else ""
-        return (f"segment {self.index}: {self.segment.plan.summary}; arrival spread {self.spread * 1e3:.3f} ms; "
-                f"line deviation {self.deviation * 100:.3f} %; worst error at its end {err:.2e}{waited}")
+        notes: list[str] = []
+        spread_m = line_m = "measured: not recorded"
+        if self.joints is not None:
+            names = list(labels) or [f"axis {i}" for i in range(len(self.segment.motions))]
+            spread_m, line_m, notes = self.joints.describe(names, self.line_threshold,
+                                                           self.segment.plan.used is Sync.PHASE)
+        text = (f"segment {self.index}: {self.segment.plan.summary}; arrival spread {self.spread * 1e3:.3f} ms "
+                f"planned, {spread_m}; line deviation {line_m}; worst error at its end {err:.2e}{waited}")
+        return "\n".join([text, *(f"  samples: {n}" for n in notes)])
 
 
 class PathRunner:
@@ -153,15 +179,15 @@ class PathRunner:
                 raise CoordError(f"waypoint {k + 1}: {ex}") from None
             self.results.append(SegmentResult(k + 1, seg, math.nan))
             state = [(m.target, 0.0, 0.0) for m in seg.motions]
-        recorders = [Recorder() for _ in coord.axes]
-        coord._recorders = recorders  # All of the path's dynamics, split into segments afterwards.
+        dyn = coord.dynamics
+        recorders = dyn.record()  # All of the path's dynamics, split into segments afterwards.
         try:
             await self._feed(info.repeat_s)
-        except BaseException:
-            coord._recorders = None
-            raise
-        coord._recorders = None
-        self._measure(recorders)
+            last = self.results[-1]
+            await dyn.await_samples(last.start_at + last.segment.duration + SETTLE_S)
+        finally:
+            dyn.take()
+        self._measure(recorders, info.periods)
         return self.results
 
     async def _feed(self, repeat_s: float) -> None:
@@ -247,15 +273,17 @@ class PathRunner:
                 return
             await asyncio.sleep(0.1)
 
-    def _measure(self, recorders: Sequence[Recorder]) -> None:
-        series = [(np.asarray(r.t), np.asarray(r.p)) for r in recorders]
-        for res in self.results:
+    def _measure(self, recorders: Sequence[Recorder], periods: Sequence[float]) -> None:
+        """Each segment from its start to the next's (or :data:`SETTLE_S` after the last's planned end)."""
+        samples = [r.samples(p) for r, p in zip(recorders, periods, strict=True)]
+        for k, res in enumerate(self.results):
             seg = res.segment
-            t_from, t_to = res.start_at, res.start_at + seg.duration
-            starts = [m.p0 for m in seg.motions]
-            targets = [m.p0 if ap.held else m.target for m, ap in zip(seg.motions, seg.plan.axes, strict=True)]
-            res.deviation = progress_deviation(series, starts, targets, t_from, t_to)
-            res.reached = [float(np.interp(t_to, t, p)) if len(t) else math.nan for t, p in series]
+            end = res.start_at + seg.duration
+            t_to = self.results[k + 1].start_at if k + 1 < len(self.results) else end + SETTLE_S
+            res.joints = measure(samples, [m.p0 for m in seg.motions], [m.target for m in seg.motions], res._moving,
+                                 res.start_at, t_to)
+            res.line_threshold = self.coord.line_threshold
+            res.reached = [float(np.interp(end, s.t, s.p)) if len(s.t) else math.nan for s in samples]
 
 
 def run_path(coord: Coordinator, waypoints: Sequence[Waypoint],

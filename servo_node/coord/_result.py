@@ -1,5 +1,5 @@
-"""A finished coordinated move: what every node reports and the measured synchronisation (arrival spread,
-straight-line deviation), and the recorder of an axis's ``dynamics`` they are measured from."""
+"""A finished coordinated move: what every node reports (its plan), what the joints did (:mod:`._joints`: arrival
+spread and straight-line deviation from their own samples), and the recorder of an axis's ``dynamics``."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import numpy as np
 
 from servo_node.otg import Trajectory
 
+from ._joints import LINE_WARN, Joints, Samples, measure
 from ._measure import plan_lag, plan_positions, progress_deviation
-from ._sync import AxisMotion, SyncPlan
+from ._sync import AxisMotion, Sync, SyncPlan
 
 PLAN_MATCH_TOL = 1e-4
 """A node's planned duration within this (relative, plus as many seconds) of the prediction is this move's plan
@@ -32,6 +33,7 @@ class Recorder:
     received: int = 0
 
     def add(self, t: float, p: float, v: float, a: float) -> None:
+        """A sample [second, the node's stamp]; one not newer than the last is dropped (a repeat)."""
         self.received += 1
         if self.t and t <= self.t[-1]:
             return
@@ -39,6 +41,27 @@ class Recorder:
         self.p.append(p)
         self.v.append(v)
         self.a.append(a)
+
+    def samples(self, period: float) -> Samples:
+        """The recording as arrays, for :mod:`._joints` (``period``: the node's dynamics period [second])."""
+        return Samples(np.asarray(self.t), np.asarray(self.p), np.asarray(self.v), period)
+
+    def last_stamp(self) -> float:
+        """The newest sample's stamp [second] (−inf: none)."""
+        return self.t[-1] if self.t else -math.inf
+
+
+def after_arrival(end: dict[str, Any], half: dict[str, Any]) -> dict[str, Any]:
+    """A node's ``sys.motion`` after a move (``end``), with the plan it ran half-way (``half``) if a stop that
+    started after that plan's arrival replaced it since: the move was made; only what followed it stopped."""
+    plan_end, plan_half = end.get("plan", {}), half.get("plan", {})
+    try:
+        later = float(plan_end["t0"]) >= float(plan_half["t0"]) + float(plan_half["T"])
+    except (KeyError, TypeError, ValueError):
+        return end
+    if plan_half.get("kind") == "move" and plan_end.get("kind") != "move" and later:
+        return {**end, "plan": plan_half}
+    return end
 
 
 @dataclass(frozen=True)
@@ -94,11 +117,6 @@ class AxisReport:
         return self.node_start + self.node_duration
 
     @property
-    def measured_arrival(self) -> float:
-        """t0 + T + lag: when the measured motion arrives [second] (NaN unless recorded)."""
-        return self.arrival + self.lag
-
-    @property
     def moves(self) -> bool:
         """Part of the synchronised motion: its target differs from its start and it is not held."""
         return self.target != self.start and not self.held
@@ -117,7 +135,8 @@ class MoveResult:
     planning_s: float
     """Reading limits excluded: planning and float32 re-prediction [second]."""
     deviation: float
-    """Straight-line deviation measured from ``dynamics`` (max spread of normalised progress); NaN if unknown."""
+    """Straight-line deviation measured from the joints' ``dynamics`` (max spread of normalised progress over the
+    judged instants, :attr:`joints`); NaN if unknown."""
     reference_deviation: float
     """The same from the nodes' reference trajectories (their plans, started at their reported t0)."""
     dynamics_rate_hz: float
@@ -125,6 +144,10 @@ class MoveResult:
     rejected: tuple[str, ...] = ()
     """Axes that did not take their setpoint, with the node's last rejection (e.g. a time-scaled jerk below the
     node's floor of 1e-4 × its envelope): their t0 is an older plan's and the spread is not meaningful."""
+    joints: Joints | None = None
+    """What the joints did, from their own samples (None: not recorded)."""
+    line_threshold: float = LINE_WARN
+    """A measured deviation above this fraction of the stroke is a warning (``--check-line``)."""
 
     @property
     def stopped(self) -> tuple[str, ...]:
@@ -139,9 +162,17 @@ class MoveResult:
 
     @property
     def measured_spread(self) -> float:
-        """The same of t0 + T + lag: the arrival spread of the measured motion [second] (NaN unless recorded)."""
-        arrivals = [a.measured_arrival for a in self.axes if a.moves and not a.stopped]
-        return max(arrivals) - min(arrivals) if arrivals else 0.0
+        """Arrival spread of the joints: max − min of each moving axis's last entry into ±0.1 % of its stroke, from
+        its own samples [second] (NaN unless recorded, or an arrival fell into lost samples)."""
+        return self.joints.spread if self.joints is not None else math.nan
+
+    @property
+    def line_verdict(self) -> str:
+        """``ok``, ``above`` (the measured deviation exceeds :attr:`line_threshold`), ``unjudged`` (samples lost,
+        or not recorded)."""
+        if self.plan.used is not Sync.PHASE:
+            return "ok"  # Time or no sync: not a straight line, not judged as one.
+        return self.joints.verdict(self.line_threshold) if self.joints is not None else "unjudged"
 
     def table(self) -> str:
         """Human-readable summary, one line per axis."""
@@ -150,44 +181,51 @@ class MoveResult:
         rows += [f"REJECTED by {r}" for r in self.rejected]
         rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "
                  f"spread)" for a in self.stopped]
+
         ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
+        j = self.joints
+        measured = [a for a in j.arrivals if math.isfinite(a)] if j is not None else []
+        m_ref = min(measured, default=math.nan)
         rows.append(f"{'axis':<12} {'from':>10} {'to':>10} {'planned s':>10} {'node T s':>10} {'t0-sent ms':>10} "
-                    f"{'arrival ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
-        for a in self.axes:
+                    f"{'arrival ms':>10} {'joint ms':>10} {'lag ms':>10} {'settled s':>10} {'error':>10}")
+        for k, a in enumerate(self.axes):
             arrival = f"{(a.arrival - ref) * 1e3:>10.3f}" if not a.held else f"{'held':>10}"
+            joint = f"{(j.arrivals[k] - m_ref) * 1e3 if j is not None and not a.held else math.nan:>10.3f}"
             rows.append(f"{a.label:<12} {a.start:>10.4f} {a.target:>10.4f} {a.predicted:>10.6f} "
                         f"{a.node_duration:>10.6f} "
-                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {arrival} "
+                        f"{(a.node_start - self.sent_at) * 1e3:>10.3f} {arrival} {joint} "
                         f"{a.lag * 1e3:>10.3f} {a.settled:>10.4f} {a.final - a.target:>10.2e}")
-        measured_spread = (f", measured {self.measured_spread * 1e3:.3f} ms (t0 + T + the lag of the dynamics)"
-                           if math.isfinite(self.measured_spread) else "")
-        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report){measured_spread}; "
+        spread_m, line_m, notes = (j.describe([a.label for a in self.axes], self.line_threshold,
+                                              self.plan.used is Sync.PHASE) if j is not None
+                                   else ("measured: not recorded", "measured: not recorded", []))
+        rows += [f"samples: {n}" for n in notes]
+        rows.append(f"arrival spread {self.spread * 1e3:.3f} ms (t0 + T as the nodes report), {spread_m}; "
                     f"burst {self.burst_s * 1e6:.0f} µs; planning {self.planning_s * 1e3:.3f} ms")
-        measured = (f"measured {self.deviation * 100:.3f} % (dynamics at {self.dynamics_rate_hz:.0f} Hz), "
-                    if math.isfinite(self.deviation) else "")
-        rows.append(f"straight-line deviation: {measured}reference {self.reference_deviation * 100:.4f} % of stroke "
-                    f"(the nodes' plans from their reported t0)")
+        rows.append(f"straight-line deviation: planned {self.reference_deviation * 100:.4f} % of stroke (the nodes' "
+                    f"plans from their reported t0), {line_m}")
         return "\n".join(rows)
 
 
-def line_measures(recs: Sequence[Recorder] | None, motions: Sequence[AxisMotion], plan: SyncPlan,
-                  trajs: Sequence[Trajectory], axes: Sequence[AxisReport], sent_at: float,
-                  window: float) -> tuple[float, float, float]:
-    """(deviation, reference deviation, dynamics rate) of a move over ``window`` seconds from ``sent_at``: the
-    straight-line deviation of the recorded motion (NaN unless ``recs``), that of the nodes' plans started at their
-    reported t0 (NaN if a moving axis was stopped), and the mean rate of the recorded ``dynamics`` per axis."""
+def line_measures(recs: Sequence[Recorder] | None, periods: Sequence[float], motions: Sequence[AxisMotion],
+                  plan: SyncPlan, trajs: Sequence[Trajectory], axes: Sequence[AxisReport], sent_at: float,
+                  window: float, judged: tuple[float, float]) -> tuple[Joints | None, float, float]:
+    """(what the joints did, reference deviation, dynamics rate) of a move: the joints from their recordings
+    ``recs`` (None: not recorded) over ``judged`` (from, to) on their stamps' clock (``periods``: each node's
+    dynamics period), the straight-line deviation of the nodes' plans started at their reported t0 over ``window``
+    seconds from ``sent_at`` (NaN if a moving axis was stopped), the mean rate of the recorded ``dynamics``."""
     t_to = sent_at + window
     starts = [m.p0 for m in motions]
     targets = [m.p0 if ap.held else m.target for m, ap in zip(motions, plan.axes, strict=True)]  # Held: no line.
-    deviation = rate = math.nan
+    joints, rate = None, math.nan
     if recs is not None:
-        series = [(np.asarray(r.t), np.asarray(r.p)) for r in recs]
-        deviation = progress_deviation(series, starts, targets, sent_at, t_to)
-        counts = [bisect.bisect_left(r.t, t_to) - bisect.bisect_left(r.t, sent_at) for r in recs]
-        rate = float(np.mean(counts)) / window
+        moving = [a.moves and not a.stopped for a in axes]
+        joints = measure([r.samples(p) for r, p in zip(recs, periods, strict=True)], starts, targets, moving,
+                         *judged)
+        counts = [bisect.bisect_left(r.t, judged[1]) - bisect.bisect_left(r.t, judged[0]) for r in recs]
+        rate = float(np.mean(counts)) / (judged[1] - judged[0])
     grid = np.arange(sent_at, t_to, 1e-3)
     ref_series = [(grid, plan_positions(traj, rep.node_start if math.isfinite(rep.node_start) else sent_at,
                                         grid)[0]) for traj, rep in zip(trajs, axes, strict=True)]
     ref_dev = (progress_deviation(ref_series, starts, targets, sent_at, t_to)
                if not any(a.moves and a.stopped for a in axes) else math.nan)
-    return deviation, ref_dev, rate
+    return joints, ref_dev, rate

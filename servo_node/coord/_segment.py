@@ -28,6 +28,8 @@ class AxesInfo:
     limits: tuple[ProfileLimits, ...]
     tolerance: tuple[float, ...]
     repeat_s: float
+    periods: tuple[float, ...] = ()
+    """Each axis's ``dynamics`` period [second] (1 / ``servo.dynamics_rate``): its recording's expected spacing."""
 
 
 @dataclass(frozen=True)
@@ -117,5 +119,23 @@ def commands(seg: Segment) -> list[Any]:
 
 
 def wire_limits(lim: ProfileLimits) -> ProfileLimits:
-    """The limits as a ServoCommand carries them (float32), which is what the node plans with."""
-    return ProfileLimits(*(_f32(x) for x in lim.as_tuple()))
+    """The limits as a ServoCommand carries them (float32), which is what the node plans with: each rounded toward
+    zero, so that none exceeds what was planned (a limit planned at the node's envelope, rounded up, would be
+    clipped back by the node)."""
+    return ProfileLimits(*(_f32_inward(x) for x in lim.as_tuple()))
+
+
+def _f32_inward(x: float) -> float:
+    """The float32 nearest ``x`` whose magnitude does not exceed |x|."""
+    y = np.float32(x)
+    if abs(float(y)) > abs(x):
+        y = np.nextafter(y, np.float32(0.0))
+    return float(y)
+
+
+def within_envelope(own: ProfileLimits, envelope: Sequence[float]) -> ProfileLimits:
+    """``own`` limits clipped into a node's ``sys.envelope`` [|v|, |a|, |j|, force] as the node clips a setpoint's
+    (``servo_node.control._stages._clip_limits``)."""
+    ev, ea, ej = envelope[0], envelope[1], envelope[2]
+    return ProfileLimits(max(own.v_min, -ev), min(own.v_max, ev), max(own.a_min, -ea), min(own.a_max, ea),
+                         min(own.j_max, ej))

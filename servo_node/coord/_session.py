@@ -18,23 +18,18 @@ A move:
    hold ends — a node re-plans only a *different* setpoint, so the repetitions only feed its deadman and never
    change the synchronised plan;
 4. after the planned end, every node's ``sys.motion`` gives its plan start ``t0`` (system clock) and planned
-   duration ``T``: the arrival spread is the spread of t0 + T across the moving axes. A node starts the plan of
-   a setpoint at its reception (its transport's timestamp, see ``servo_node.control._stages.plan_start``), not
-   at its next control tick, so the axes start as far apart as their setpoints arrived: the burst's length
-   plus the receiving threads' wake-up, not a loop period plus each node's event-loop latency. With a start
-   subject (``start_subject``; every node's ``uavcan.sub.motion_start.id``) the burst only stages the setpoints
-   and one ``uavcan.time.SynchronizedTimestamp.1.0`` on that subject names the instant, ``start_lead_s`` ahead in
-   Cyphal synchronized time, at which every plan starts (:mod:`servo_node.staging`): the spread of t0 is then
-   the nodes' clock agreement, not the burst's length nor any delivery jitter within the lead. An axis whose
-   plan a stop replaced (deadman, error) did not arrive by its plan: it is reported as stopped and left out of
-   the spread. The recorded ``dynamics`` give the straight-line deviation: the largest spread over time of the
-   axes' normalised progress (p − p0)/(target − p0), positions interpolated onto a common 1 ms grid by their
-   timestamps, and each axis's measured lag behind its plan started at t0 (so the measured arrival spread
-   checks that t0 is when the joint really started).
+   duration ``T``: the *planned* arrival spread (of t0 + T) and line (the nodes' plans from their t0). A node starts
+   a setpoint's plan at its reception (``servo_node.control._stages.plan_start``), or with a start subject
+   (``start_subject``; every node's ``uavcan.sub.motion_start.id``) at the instant one
+   ``uavcan.time.SynchronizedTimestamp.1.0`` names ``start_lead_s`` ahead (:mod:`servo_node.staging`). An axis whose
+   plan a stop replaced is reported as stopped and left out of the spreads;
+5. with ``record``, what the joints did, from their own ``dynamics`` samples and stamps (:mod:`._joints`): each
+   axis's arrival (its last entry into ±0.1 % of its stroke), their spread, the straight-line deviation, and where
+   samples were lost (those stretches are not judged); and each axis's lag behind its plan started at t0.
 
 The session's parts live beside it: the axes (:mod:`._axes`), the planned move and its commands
-(:mod:`._segment`), the result and its measurement (:mod:`._result`, :mod:`._measure`), the synchronisation
-math (:mod:`._sync`).
+(:mod:`._segment`), the result and its measurement (:mod:`._result`, :mod:`._joints`, :mod:`._measure`), the
+synchronisation math (:mod:`._sync`).
 """
 
 from __future__ import annotations
@@ -53,8 +48,11 @@ from cyphal_common.tasks import cancel_and_wait, gather_all
 from servo_node.setpoint import ProfileLimits
 
 from ._axes import Axis, CoordError
-from ._result import AxisReport, MoveResult, Recorder, line_measures
-from ._segment import AxesInfo, checked_segment, commands
+from ._joints import LINE_WARN
+from ._listen import Listener
+from ._result import AxisReport, MoveResult, Recorder, after_arrival, line_measures
+from ._segment import AxesInfo, Segment, checked_segment, commands, within_envelope
+from ._start import START_AUTO, check_start_subject, choose_start
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
 NODE_NAME = "io.github.cyphal_servo.coord"
@@ -63,11 +61,11 @@ REST_VELOCITY = 1e-3
 """A measured |v| below this [unit/s] (and |a| below 100× this) counts as at rest: the node plans such a start
 from rest (its reference is at rest), and phase sync needs rest."""
 
-START_AUTO = "auto"
-"""The coordinator's default start: one start message on the subject every axis shares, else reception."""
+SETTLE_S = 0.1
+"""A move is judged up to this long after its planned end [second] (the arrival: the last entry into the band)."""
 
-MAX_SUBJECT_ID = 8191
-"""The largest subject-ID; a port register above it is unset (65535)."""
+JUDGED_BEFORE_START_S = 0.005
+"""A move on a start message is judged from this long before the instant it names [second]."""
 
 START_LEAD_S = 0.05
 """How far ahead of its publication a start message names the start [second]: longer than the start frame's
@@ -95,6 +93,7 @@ class Coordinator:
         environment: Mapping[str, str] | None = None,
         start_subject: int | str | None = START_AUTO,
         start_lead_s: float = START_LEAD_S,
+        line_threshold: float = LINE_WARN,
     ) -> None:
         if not axes:
             raise ValueError("no axes")
@@ -103,6 +102,9 @@ class Coordinator:
         if isinstance(start_subject, str) and start_subject != START_AUTO:
             raise ValueError(f"start subject {start_subject!r}: a subject-ID, {START_AUTO!r} or None")
         self.axes = list(axes)
+        self.line_threshold = line_threshold
+        """A measured straight-line deviation above this fraction of the stroke is a warning (and ``--check-line``'s
+        failure)."""
         self._start_request = start_subject
         self.start_subject: int | None = None
         self.start_path = ""
@@ -110,15 +112,14 @@ class Coordinator:
         self._start_pub: Any = None
         self._first_sends = {"burst", "start"}  # Not sent yet in this session: the first goes twice (see _burst).
         self._start_checked = False
+        self._start_at = math.nan
         self._timesync: Any = None
         self._env = dict(os.environ if environment is None else environment)
         self._node: Any = None
         self._pubs: list[Any] = []
         self._clients: list[Any] = []
-        self._subs: list[Any] = []
-        self._latest: list[tuple[float, float, float, float] | None] = [None] * len(axes)
-        self._recorders: list[Recorder] | None = None
-        self._fresh = asyncio.Event()
+        self.listener: Listener | None = None
+        """The axes' ``dynamics`` (after :meth:`start`)."""
 
     async def start(self) -> None:
         """Join the bus; idempotent."""
@@ -145,6 +146,7 @@ class Coordinator:
         )
         self._node = node
         pres = node.presentation
+        self.listener = Listener(pres.transport, self.axes)
         for ax in self.axes:
             pub = pres.make_publisher(zubax.telega.ServoCommand_1_0, ax.setpoint)
             pub.priority = pycyphal.transport.Priority.HIGH
@@ -154,7 +156,7 @@ class Coordinator:
             continue_after_restart(client)  # …nor its register reads (a server drops a repeated request unanswered).
             self._clients.append(client)
         node.start()
-        await self._choose_start()
+        self.start_subject, self.start_path, self._start_checked = await choose_start(self, self._start_request)
         if self.start_subject is not None:
             import uavcan.time
 
@@ -168,24 +170,10 @@ class Coordinator:
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
                                                          AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
 
-    def _start_dynamics(self) -> None:
-        import zubax.physics.dynamics
-
-        if self._subs:
-            return
-        self._latest = [None] * len(self.axes)
-        for i, ax in enumerate(self.axes):
-            sub = self._node.presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, ax.dynamics)
-            sub.receive_in_background(self._on_dynamics(i))
-            self._subs.append(sub)
-
-    def _stop_dynamics(self) -> None:
-        for sub in self._subs:
-            sub.close()
-        self._subs.clear()
-
     def close(self) -> None:
         """Leave the bus; idempotent."""
+        if self.listener is not None:
+            self.listener.stop()
         if self._node is not None:
             self._node.close()
             self._node = None
@@ -196,18 +184,6 @@ class Coordinator:
 
     async def __aexit__(self, *_: object) -> None:
         self.close()
-
-    def _on_dynamics(self, i: int) -> Callable[[Any, Any], Any]:
-        async def handler(msg: Any, _meta: Any) -> None:
-            kin = msg.value.kinematics
-            p, v, a = float(kin.base.position), float(kin.base.velocity), float(kin.acceleration)
-            t = msg.timestamp.microsecond * 1e-6
-            self._latest[i] = (t, p, v, a)
-            if self._recorders is not None:
-                self._recorders[i].add(t, p, v, a)
-            self._fresh.set()
-
-        return handler
 
     # ---------------------------------------------------------------- bus reads
 
@@ -224,33 +200,21 @@ class Coordinator:
         return answer.value
 
     async def limits(self, i: int) -> ProfileLimits:
-        """Axis ``i``'s default profile limits (its ``servo.profile.*`` registers)."""
+        """Axis ``i``'s own limits: its default profile (``servo.profile.*``) within its envelope (``sys.envelope``,
+        into which the node clips every setpoint's limits: planned with more, its plan would not be the one the
+        coordinator predicted, nor on the line)."""
         names = ("velocity", "acceleration", "jerk")
         v, a, j = await gather_all(self.read_register(i, f"servo.profile.{n}") for n in names)
-        return ProfileLimits(v[0], v[1], a[0], a[1], j[0])
+        own = ProfileLimits(v[0], v[1], a[0], a[1], j[0])
+        try:
+            env = list(await self.read_register(i, "sys.envelope"))
+        except CoordError:  # A node without the register (an older version): its profile as it is.
+            return own
+        return within_envelope(own, env) if len(env) == 4 and all(map(math.isfinite, env)) else own
 
     async def motion(self, i: int) -> dict[str, Any]:
         """Axis ``i``'s ``sys.motion`` register, parsed."""
         return dict(json.loads(await self.read_register(i, "sys.motion")))
-
-    async def states(self, timeout: float = 3.0) -> list[tuple[float, float, float, float]]:
-        """The latest (t, p, v, a) of every axis, waiting up to ``timeout`` for the first ``dynamics`` of each."""
-        self._start_dynamics()
-        deadline = time.monotonic() + timeout
-        while any(s is None for s in self._latest):
-            self._fresh.clear()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                silent = [ax.label + f" (subject {ax.dynamics})" for ax, s in zip(self.axes, self._latest, strict=True)
-                          if s is None]
-                raise CoordError(f"no dynamics from {', '.join(silent)}: is servo.dynamics_rate set, the "
-                                 f"dynamics port configured, and its drive reporting (a node publishes measurements "
-                                 f"only)?")
-            try:
-                await asyncio.wait_for(self._fresh.wait(), left)
-            except TimeoutError:
-                pass
-        return [s for s in self._latest if s is not None]
 
     # ---------------------------------------------------------------- the move
 
@@ -268,10 +232,12 @@ class Coordinator:
 
         :param hold_s: keep repeating the final setpoints this long after the planned end (None: until cancelled;
             the result is reported through ``on_result`` before the hold).
-        :param record: receive ``dynamics`` during the move to measure the straight-line deviation and each axis's
-            lag. The subscriptions are closed for the burst either way (at high ``dynamics`` rates the receptions
-            would delay it on this event loop: 3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms) and, when
-            recording, opened again right after it; recording costs this process CPU time during the move.
+        :param record: receive ``dynamics`` during the move to measure what the joints did (:mod:`._joints`: their
+            arrival spread and straight-line deviation, from their own samples) and each axis's lag behind its plan.
+            The subscriptions are closed for the burst either way (at high ``dynamics`` rates the receptions would
+            delay it on this event loop: 3 × 1 kHz dynamics spread a 3-setpoint burst over ~4 ms) and, when
+            recording, opened again right after it, each axis's recording starting from its last sample before the
+            burst; recording costs this process CPU time during the move.
         :param held: indices of axes that keep their target: sent it with their own limits, outside the
             synchronisation and the spread (see :func:`~._sync.synchronize`). An axis at rest within its node's
             ``servo.arrival_tolerance`` of its target is held anyway.
@@ -284,24 +250,31 @@ class Coordinator:
         states = await self.start_states()
         t_plan = time.perf_counter()
         seg = checked_segment(states, targets, axes_info, sync, held)
-        plan, motions, wire, predicted = seg.plan, seg.motions, seg.wire, seg.predicted
+        plan, predicted = seg.plan, seg.predicted
         planning_s = time.perf_counter() - t_plan
         if plan.fallback:
             _logger.warning("phase sync infeasible, using time sync: %s", plan.fallback)
         msgs = commands(seg)
         repeat_s = axes_info.repeat_s
-        # No receptions during the burst (they would run between its sends on this event loop); recording
-        # resumes right after it, before any axis moves far (the axes are at their start before the first sample).
-        self._stop_dynamics()
+        # On CAN no receptions during the burst (a publication there yields to the event loop, and receptions would
+        # run between its sends; a UDP publication does not yield): recording resumes right after it, from each
+        # axis's last sample before it (at rest at its start).
+        dyn = self.dynamics
+        if self._publication_yields():
+            dyn.stop()
         if record:
-            self._recorders = [Recorder() for _ in self.axes]
+            dyn.record()
         sent_at = time.time()
+        stamp_from = self.stamp_now()
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst
         lead = await self._start()
+        if lead > 0.0:
+            stamp_from = self._start_at - JUDGED_BEFORE_START_S  # At rest until then: judged from the start.
+        stamp_to = (self._start_at if lead > 0.0 else stamp_from) + max(predicted) + SETTLE_S
         if record:
-            self._start_dynamics()
+            dyn.start()
         if on_sent is not None:
             on_sent(plan)
 
@@ -312,11 +285,22 @@ class Coordinator:
                 await self._burst(msgs)
                 next_at += repeat_s
 
+        async def mid_move() -> list[dict[str, Any]] | None:
+            """Every node's ``sys.motion`` half-way: its plan, should a stop replace it after its arrival (a
+            deadman that expired while this process was held up) before the end is read."""
+            await asyncio.sleep(lead + 0.5 * max(predicted))
+            try:
+                return await gather_all(self.motion(i) for i in range(len(self.axes)))
+            except CoordError:
+                return None
+
         end_mono = time.monotonic() + lead + max(predicted) + 0.15
         feeder = asyncio.create_task(repeat())
+        mid = asyncio.create_task(mid_move())
         try:
             await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
-            result = await self._measure(plan, motions, wire, predicted, sent_at, burst_s, planning_s, lead)
+            result = await self._measure(seg, axes_info, sent_at, (stamp_from, stamp_to), burst_s, planning_s, lead,
+                                         await mid)
             if on_result is not None:
                 on_result(result)
             if hold_s is None:
@@ -324,7 +308,7 @@ class Coordinator:
             else:
                 await asyncio.sleep(hold_s)
         finally:
-            await cancel_and_wait([feeder])  # Re-cancels: pycyphal's send can swallow a cancellation.
+            await cancel_and_wait([feeder, mid])  # Re-cancels: pycyphal's send can swallow a cancellation.
         return result
 
     async def axes_info(self) -> AxesInfo:
@@ -333,14 +317,17 @@ class Coordinator:
         limits = await gather_all(self.limits(i) for i in range(n))
         deadman = await gather_all(self.read_register(i, "servo.deadman_timeout") for i in range(n))
         tolerance = await gather_all(self.read_register(i, "servo.arrival_tolerance") for i in range(n))
-        await self._check_start_subject()
-        return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0))
+        rates = await gather_all(self.read_register(i, "servo.dynamics_rate") for i in range(n))
+        if self.start_subject is not None and not self._start_checked:
+            await check_start_subject(self, self.start_subject)
+            self._start_checked = True
+        return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0),
+                        tuple(1.0 / r[0] for r in rates))
 
     async def start_states(self) -> list[tuple[float, float, float]]:
         """Every axis's (p, v, a) to plan from: measured, snapped to rest below :data:`REST_VELOCITY`, and an
         engaged axis at rest from its reference (what the node itself plans from, not the residual off it)."""
-        self._start_dynamics()
-        states = await self.states()
+        states = await self.dynamics.states()
         references = await gather_all(self.read_register(i, "sys.reference") for i in range(len(self.axes)))
         out = []
         for (_, p, v, a), ref in zip(states, references, strict=True):
@@ -371,57 +358,20 @@ class Coordinator:
         self._first_sends.discard(kind)
         return 2 if first else 1
 
-    async def _start_subjects(self) -> list[int | None]:
-        """Each axis's ``uavcan.sub.motion_start.id`` (None: unset or unreadable)."""
-
-        async def port_id(i: int) -> int | None:
-            try:
-                v = list(await self.read_register(i, "uavcan.sub.motion_start.id"))
-            except CoordError:
-                return None
-            return int(v[0]) if v and int(v[0]) <= MAX_SUBJECT_ID else None
-
-        return await gather_all(port_id(i) for i in range(len(self.axes)))
-
-    async def _choose_start(self) -> None:
-        """Settle :attr:`start_subject` and :attr:`start_path` from the request: given, found on every axis, or
-        none (reception)."""
-        req = self._start_request
-        if req is None:
-            self.start_subject, self.start_path = None, "each axis on its setpoint's reception (start message off)"
-        elif isinstance(req, int):
-            self.start_subject, self.start_path = req, f"one start message on subject {req} (given)"
-        else:
-            ids = await self._start_subjects()
-            unset = [ax.label for ax, v in zip(self.axes, ids, strict=True) if v is None]
-            if not unset and len(set(ids)) == 1:
-                self.start_subject = ids[0]
-                self.start_path = f"one start message on subject {ids[0]} (every axis's uavcan.sub.motion_start.id)"
-                self._start_checked = True
-            else:
-                why = (f"no motion_start subject on {', '.join(unset)}" if unset
-                       else f"the axes' motion_start subjects differ ({', '.join(map(str, ids))})")
-                self.start_subject, self.start_path = None, f"each axis on its setpoint's reception: {why}"
-
-    async def _check_start_subject(self) -> None:
-        """With a start subject, every node must subscribe to it (else it would start at its setpoint's reception,
-        or never): checked once per coordinator."""
-        if self.start_subject is None or self._start_checked:
-            return
-        ids = await self._start_subjects()
-        wrong = [f"{ax.label} ({'none' if v is None else v})" for ax, v in zip(self.axes, ids, strict=True)
-                 if v != self.start_subject]
-        if wrong:
-            raise CoordError(f"not subscribed to the start subject {self.start_subject} "
-                             f"(uavcan.sub.motion_start.id): {', '.join(wrong)}")
-        self._start_checked = True
-
     async def _start(self) -> float:
         """With a start subject, publish the start ``start_lead_s`` ahead; returns the lead [second] (0 without)."""
         if self._start_pub is None:
             return 0.0
-        await self.publish_start(self.sync_now() + self.start_lead_s)
+        self._start_at = self.sync_now() + self.start_lead_s
+        await self.publish_start(self._start_at)
         return self.start_lead_s
+
+    def _publication_yields(self) -> bool:
+        """A publication on this transport yields to the event loop (CAN: its frames go through the media's
+        thread); UDP's sends at once (``cyphal_common/transport/_udp_emission.py``)."""
+        import pycyphal.transport.udp
+
+        return not isinstance(self._node.presentation.transport, pycyphal.transport.udp.UDPTransport)
 
     def sync_now(self) -> float:
         """Now in the nodes' synchronized time (with a start subject) [second]."""
@@ -435,19 +385,27 @@ class Coordinator:
         for _ in range(self._copies("start")):  # The first twice, as the first burst (see _burst).
             await self._start_pub.publish(msg)
 
-    async def _measure(self, plan: SyncPlan, motions: list[AxisMotion], wire: list[ProfileLimits],
-                       predicted: list[float], sent_at: float, burst_s: float, planning_s: float,
-                       lead_s: float) -> MoveResult:
+    async def _measure(self, seg: Segment, info: AxesInfo, sent_at: float, judged: tuple[float, float],
+                       burst_s: float, planning_s: float, lead_s: float,
+                       mid: Sequence[dict[str, Any]] | None) -> MoveResult:
+        """The result of a move: the nodes' reports (``mid``: their ``sys.motion`` half-way) and, if recorded, the
+        joints over ``judged`` (the window [from, to] on the samples' clock, once the samples reach its end)."""
         from servo_node.otg import plan as otg_plan
 
+        plan, motions, predicted = seg.plan, seg.motions, seg.predicted
+        window = lead_s + max(predicted) + SETTLE_S
+        dyn = self.dynamics
+        recorded = dyn.recorders is not None
+        if recorded:
+            await dyn.await_samples(judged[1])
         reports = await gather_all(self.motion(i) for i in range(len(self.axes)))
-        recorded = self._recorders is not None
-        recs = self._recorders or [Recorder() for _ in self.axes]
-        self._recorders = None
+        if mid is not None:
+            reports = [after_arrival(end, half) for end, half in zip(reports, mid, strict=True)]
+        recs = dyn.take() or [Recorder() for _ in self.axes]
         rejected: list[str] = []
         axes = []
         # Each node's plan: the same OTG from the same inputs (the coordinator predicted its duration exactly).
-        trajs = [otg_plan(m.p0, m.v0, m.a0, m.target, 0.0, *lim.as_tuple()) for m, lim in zip(motions, wire,
+        trajs = [otg_plan(m.p0, m.v0, m.a0, m.target, 0.0, *lim.as_tuple()) for m, lim in zip(motions, seg.wire,
                                                                                            strict=True)]
         for i, (ax, m, mot, pred, rec, traj, ap) in enumerate(zip(self.axes, reports, motions, predicted, recs, trajs,
                                                                    plan.axes, strict=True)):
@@ -463,7 +421,19 @@ class Coordinator:
             elif rep.stopped:
                 _logger.warning("%s did not follow this move's plan (its plan is a %s's of %.6f s, this move's "
                                 "%.6f s): no arrival to report", ax.label, rep.kind, rep.node_duration, pred)
-        window = lead_s + max(predicted) + 0.1
-        deviation, ref_dev, rate = line_measures(recs if recorded else None, motions, plan, trajs, axes, sent_at,
-                                                 window)
-        return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected))
+        joints, ref_dev, rate = line_measures(recs if recorded else None, info.periods, motions, plan, trajs, axes,
+                                              sent_at, window, judged)
+        deviation = joints.line.deviation if joints is not None else math.nan
+        return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected),
+                          joints, self.line_threshold)
+
+    @property
+    def dynamics(self) -> Listener:
+        """The axes' ``dynamics`` (:meth:`start` first)."""
+        if self.listener is None:
+            raise CoordError("the coordinator is not started")
+        return self.listener
+
+    def stamp_now(self) -> float:
+        """Now on the clock of the nodes' ``dynamics`` stamps (Cyphal synchronized time) [second]."""
+        return self.sync_now() if self._timesync is not None else time.time()

@@ -38,6 +38,7 @@ def command(
     kind: float,
     d: DriveArrays,
     now: float,
+    period: float,
     engaged: bool,
     torque: bool,
     v_cmd: float,
@@ -45,10 +46,10 @@ def command(
     f_lim: float,
     ref: np.ndarray,
 ) -> None:
-    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive; ``ref``:
-    the reference (p, v, a, j) when the command takes effect and one hold later (a bus drive closing its own
-    position loop is given it)."""
+    """Apply the control law's output (``v_cmd`` or ``f_cmd`` within ``f_lim``), or release the drive; ``period``:
+    the loop's, over which a velocity command is reached; ``ref``: the reference (p, v, a, j) when the command takes
+    effect and one hold later (a bus drive closing its own position loop is given it)."""
     if kind == DRIVE_SIM:
-        sim.command(d, engaged, torque, v_cmd, f_cmd, f_lim)
+        sim.command(d, engaged, torque, v_cmd, f_cmd, f_lim, period)
     else:
         remote.command(d, now, engaged, v_cmd, f_cmd, ref)

@@ -329,7 +329,7 @@ def test_a_path_of_five_waypoints_on_one_start_each(tmp_path: Path) -> None:
             assert ("sync time;" if k == 3 else "sync phase;") in ln, ln
             assert "waited" not in ln, ln  # Staged while the segment before it ran.
             spread = float(re.search(r"arrival spread ([\d.]+) ms", ln)[1])  # type: ignore[index]
-            deviation = float(re.search(r"line deviation ([\d.]+) %", ln)[1])  # type: ignore[index]
+            deviation = float(re.search(r"line deviation measured ([\d.]+) %", ln)[1])  # type: ignore[index]
             error = float(re.search(r"worst error at its end ([\d.e+-]+)", ln)[1])  # type: ignore[index]
             assert spread < 5.0, ln
             assert k == 3 or deviation <= 1.0, ln

@@ -3,6 +3,16 @@
 :func:`measure` steps the joint to the tick's time and reads it; :func:`command` sets the motor (velocity control
 with the force limit, force control, or passive). The Python half is :class:`~._drive.SimDrive`.
 
+A velocity command is reached *over the coming period*, as the loop's velocity law assumes (its feed-forward is the
+velocity the reference has at the period's end, :mod:`servo_node.control._law`): the motor's target velocity
+ramps there at the Webots acceleration limit |Δv|/period (or the joint's own ``sim.acceleration``, if lower), so
+the joint's position advances by the mean of the two velocities over the period whatever the number of substeps
+the period is stepped in. Left unlimited, the motor reached the command in its first substep and held it: with one
+substep per period the same, but a period stepped in two or more (a loop slower than 1 kHz, a late tick, or a
+1 ms period that rounding made a hair longer than the 1 ms substep) ran a·(T − h)/2 ahead of an accelerating
+reference per tick, a tracking error a·(T − h)/(2k) that came and went with the ticks' lengths, different on
+every node of a coordinated move.
+
 The joint is stepped over the time since the last tick with the last command held, as a drive runs on at the last
 velocity it was given. Like a drive's command watchdog, the embedded drive holds a command for at most
 :func:`watchdog_s` and then brakes (zero velocity within the motor force in use) until the next command: a loop
@@ -16,13 +26,16 @@ import numpy as np
 
 from sim_plant._kernels import (
     MODE_FORCE,
+    P_ACCELERATION,
     S_ACCELERATION,
     S_CONTROL_MODE,
     S_FORCE_COMMAND,
     S_MOTOR_FORCE,
     S_MOTOR_FORCE_FEEDBACK,
     S_POSITION,
+    S_VC,
     S_VELOCITY,
+    command_acceleration,
     command_force,
     command_motor_force,
     command_velocity,
@@ -53,6 +66,7 @@ def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
     passive = s[0, S_CONTROL_MODE] == MODE_FORCE and s[0, S_FORCE_COMMAND] == 0.0
     if dt > hold and not passive:
         step_joints(d.params, s, hold)
+        command_acceleration(d.params, s, 0, d.params[0, P_ACCELERATION])  # The joint's own limit, not a ramp.
         command_velocity(d.params, s, 0, 0.0)  # The watchdog: zero velocity within the motor force in use.
         step_joints(d.params, s, dt - hold)
     elif dt > 0.0:
@@ -70,14 +84,22 @@ def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
 
 
 @tick_jit
-def command(d: DriveArrays, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float) -> None:
-    """Velocity (``torque`` False) or force command within ``f_lim``; disengaged: no motor force (passive)."""
+def command(d: DriveArrays, engaged: bool, torque: bool, v_cmd: float, f_cmd: float, f_lim: float,
+            period: float) -> None:
+    """Velocity (``torque`` False, reached over ``period``: see the module docstring) or force command within
+    ``f_lim``; disengaged: no motor force (passive)."""
+    s = d.state
     if not engaged:
-        command_force(d.params, d.state, 0, 0.0)
+        command_force(d.params, s, 0, 0.0)
         return
-    command_motor_force(d.params, d.state, 0, f_lim)
+    command_motor_force(d.params, s, 0, f_lim)
     if torque:
-        command_force(d.params, d.state, 0, f_cmd)
-    else:
-        command_velocity(d.params, d.state, 0, v_cmd)
+        command_force(d.params, s, 0, f_cmd)
+        return
+    if s[0, S_CONTROL_MODE] == MODE_FORCE:
+        s[0, S_VC] = s[0, S_VELOCITY]  # Out of force control: the ramp starts from the joint's velocity.
+    ramp = abs(v_cmd - s[0, S_VC]) / period if period > 0.0 else -1.0
+    own = d.params[0, P_ACCELERATION]
+    command_acceleration(d.params, s, 0, ramp if own < 0.0 or ramp < 0.0 else min(ramp, own))
+    command_velocity(d.params, s, 0, v_cmd)
 

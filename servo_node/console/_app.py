@@ -5,7 +5,7 @@ Routes (every ``/api`` and ``/ws`` one behind :mod:`._security`'s checks; GET ch
 
     GET  /                              the page (static/index.html) and /static/… its script, style, uPlot
     GET  /ws                            the WebSocket: the bus view, plot frames, holds, arming (token first)
-    GET  /api/nodes/{id}/registers      the node's register table
+    GET  /api/nodes/{id}/registers      the node's register table (?name=…: that register only)
     GET  /api/registers?nodes=1,2       the register file of these nodes (export)
     GET  /api/recordings/{name}         a recorded CSV
     POST /api/nodes/{id}/registers      {"name", "value"}: a write, answered with the node's verdict
@@ -127,8 +127,9 @@ class Console:
     # ---------------------------------------------------------------- registers and commands
 
     async def registers(self, request: web.Request) -> web.StreamResponse:
-        node_id = _node_id(request)
-        return await _answer(_registers.table(self.bus, node_id))
+        node_id, name = _node_id(request), request.query.get("name")
+        return await _answer(_registers.table(self.bus, node_id) if name is None else
+                             _registers.single(self.bus, node_id, name))
 
     async def write(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()

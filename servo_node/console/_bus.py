@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cyphal_common.register_reads import READ_TIMEOUTS_S, Entry, access_register, read_register
+from cyphal_common.register_reads import READ_TIMEOUTS_S, Answer, Entry, access_register, read_register
 from cyphal_common.tasks import cancel_and_wait, gather_all
 from servo_node.registers import AxisNames, parse_axes
 
@@ -223,10 +223,14 @@ class Bus:
     async def read(self, node_id: int, name: str) -> str | list[float] | None:
         """A register's value (a string, numbers; None: no such register); raises :class:`ConsoleError` if
         unanswered."""
+        return (await self.read_at(node_id, name)).value
+
+    async def read_at(self, node_id: int, name: str) -> Answer:
+        """A register's value and when it was read (the middle of the answered round trip, system clock)."""
         answer = await read_register(self.client(node_id), name)
         if answer is None:
             raise ConsoleError(f"node {node_id} did not answer a read of {name} within {sum(READ_TIMEOUTS_S):g} s")
-        return answer.value
+        return answer
 
     async def register_names(self, node_id: int) -> list[str]:
         """Every register name of ``node_id`` (``uavcan.register.List``, index by index)."""

@@ -176,23 +176,29 @@ class Motion:
     async def _feed(self, lease: Lease, axis: AxisInfo) -> None:
         """Publish the held setpoint every quarter deadman (at most :data:`FEED_MAX_S`) while the lease is fresh."""
         import zubax.physics.dynamics
+        import zubax.physics.kinematics
         import zubax.telega
 
         pub = self._publisher(axis)
         period = min(FEED_MAX_S, axis.deadman_s / 4.0)
+        why = "not renewed"
         try:
             while self._fresh(lease):
-                if lease.kind == "jog":
+                if lease.kind == "jog":  # Velocity mode: the target at infinity in the velocity's direction.
                     v = float(lease.params["velocity"])
-                    target = zubax.physics.dynamics.DoF2nd_1_0(position=math.copysign(math.inf, v), velocity=v)
+                    kin = zubax.physics.kinematics.DoF2nd_1_0(position=math.copysign(math.inf, v), velocity=v)
                 else:
-                    target = zubax.physics.dynamics.DoF2nd_1_0(position=float(lease.params["target"]))
+                    kin = zubax.physics.kinematics.DoF2nd_1_0(position=float(lease.params["target"]), velocity=0.0)
+                target = zubax.physics.dynamics.DoF2nd_1_0(kinematics=kin, force=0.0)
                 await pub.publish(zubax.telega.ServoCommand_1_0(target=target))
                 self.published += 1
                 await asyncio.sleep(min(period, max(0.001, lease.renewed + LEASE_S - time.monotonic())))
+        except Exception as ex:  # The hold ends with its reason, never silently.
+            _logger.exception("%s of %s", lease.kind, axis.key)
+            why = f"failed: {ex}"
         finally:
             if any(self.leases.get(k) is lease for k in lease.keys):
-                self._end(lease, "not renewed")
+                self._end(lease, why)
 
     async def _coord(self, lease: Lease, axes: list[AxisInfo]) -> None:
         """A coordinated move by the coordinator through the console's node; the lease watchdog cancels it."""

@@ -34,6 +34,12 @@ async def table(bus: Bus, node_id: int) -> dict[str, dict[str, Any]]:
     return dict(await gather_all(one(n) for n in names))
 
 
+async def single(bus: Bus, node_id: int, name: str) -> dict[str, dict[str, Any]]:
+    """One register of ``node_id`` as :func:`table` shows it (``kind`` None: the node has no such register)."""
+    entry = await bus.access(node_id, name)
+    return {name: describe(entry.value, entry.mutable, entry.persistent)}
+
+
 async def write(bus: Bus, node_id: int, name: str, given: Any) -> dict[str, Any]:
     """Write ``given`` (a text, or JSON data) to ``name`` of ``node_id`` as the register's own kind.
 

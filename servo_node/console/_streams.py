@@ -159,8 +159,8 @@ class Streams:
 
     async def _reference_of(self, key: str) -> None:
         axis = self.bus.axis(key)
-        text = await self.bus.read(axis.node_id, axis.names.register("sys.motion"))
-        read_at = time.time()
+        answer = await self.bus.read_at(axis.node_id, axis.names.register("sys.motion"))
+        text, t = answer.value, answer.at_s  # As the scope: its "t" is the loop's clock, and is dropped when long.
         try:
             motion = json.loads(text) if isinstance(text, str) else {}
             ref, meas = motion["ref"], motion["meas"]
@@ -168,7 +168,6 @@ class Streams:
             err = p - float(meas[0])
         except (ValueError, KeyError, TypeError, IndexError):
             return
-        t = float(motion.get("t", read_at))
         series = self.reference.setdefault(key, [])
         if series and t <= series[-1][0]:
             return

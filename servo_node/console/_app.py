@@ -5,7 +5,7 @@ Routes (every ``/api`` and ``/ws`` one behind :mod:`._security`'s checks; GET ch
 
     GET  /                              the page (static/index.html) and /static/… its script, style, uPlot
     GET  /ws                            the WebSocket: the bus view, plot frames, holds, arming (token first)
-    GET  /api/nodes/{id}/registers      the node's register table (?name=…: that register only)
+    GET  /api/nodes/{id}/registers      the node's register table (?contains=…: those names; ?name=…: that one)
     GET  /api/registers?nodes=1,2       the register file of these nodes (export)
     GET  /api/recordings/{name}         a recorded CSV
     POST /api/nodes/{id}/registers      {"name", "value"}: a write, answered with the node's verdict
@@ -128,8 +128,8 @@ class Console:
 
     async def registers(self, request: web.Request) -> web.StreamResponse:
         node_id, name = _node_id(request), request.query.get("name")
-        return await _answer(_registers.table(self.bus, node_id) if name is None else
-                             _registers.single(self.bus, node_id, name))
+        return await _answer(_registers.table(self.bus, node_id, request.query.get("contains", "")) if name is None
+                             else _registers.single(self.bus, node_id, name))
 
     async def write(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -264,7 +264,8 @@ class Page:
                 shown, shown_at = c.bus.version, now
                 held = {k: lease.owner == self.id for k, lease in c.motion.leases.items()}
                 await self.ws.send_json({"type": "bus", **c.bus.snapshot(), "armed": c.motion.armed(), "held": held,
-                                         "recording": c.streams.recording is not None})
+                                         "recording": c.streams.recording is not None,
+                                         "received": c.streams.received})
 
 
 def _json(data: Any) -> dict[str, Any]:

@@ -29,6 +29,8 @@ NODE_NAME = "io.github.cyphal_servo.console"
 STATUS_PERIOD_S = 0.5
 """How often each servo axis's ``sys.status`` is read [second]."""
 DIAGNOSTICS_KEPT = 200
+LIST_AHEAD = 16
+"""Register list requests in flight at once (a node of a hundred registers is listed in a few round trips)."""
 UNSET_PORT = 65535
 
 _logger = logging.getLogger(__name__)
@@ -233,25 +235,31 @@ class Bus:
         return answer
 
     async def register_names(self, node_id: int) -> list[str]:
-        """Every register name of ``node_id`` (``uavcan.register.List``, index by index)."""
+        """Every register name of ``node_id`` (``uavcan.register.List``, :data:`LIST_AHEAD` indices asked at once
+        until one answers with no name)."""
         import uavcan.register
 
+        from cyphal_common.transport import continue_after_restart
+
         client = self.node.presentation.make_client_with_fixed_service_id(uavcan.register.List_1_0, node_id)
+        continue_after_restart(client)  # A second listing within 2 s is not taken for a repeat of the first.
+
+        async def name_at(index: int) -> str:
+            for timeout in READ_TIMEOUTS_S:
+                client.response_timeout = timeout
+                res = await client.call(uavcan.register.List_1_0.Request(index=index))
+                if res is not None:
+                    return bytes(res[0].name.name.tobytes()).decode(errors="replace")
+            raise ConsoleError(f"node {node_id} did not answer a register list request")
+
         names: list[str] = []
         try:
             while True:
-                res = None
-                for timeout in READ_TIMEOUTS_S:
-                    client.response_timeout = timeout
-                    res = await client.call(uavcan.register.List_1_0.Request(index=len(names)))
-                    if res is not None:
-                        break
-                if res is None:
-                    raise ConsoleError(f"node {node_id} did not answer a register list request")
-                name = bytes(res[0].name.name.tobytes()).decode(errors="replace")
-                if not name:
-                    return names
-                names.append(name)
+                batch = await gather_all(name_at(len(names) + k) for k in range(LIST_AHEAD))
+                for name in batch:
+                    if not name:
+                        return names
+                    names.append(name)
         finally:
             client.close()
 

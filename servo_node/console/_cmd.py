@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -35,12 +36,15 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--record-dir", default=".", metavar="DIR", help="where recordings are written (default .)")
     ap.add_argument("--url-file", default=None, metavar="FILE",
                     help="also write the page's URL (with its token) to this file, readable by its owner only")
+    ap.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGINT/SIGTERM (exit 0); 2 on bad options, a missing extra or an unusable transport."""
     args = _parser().parse_args(argv)
+    logging.basicConfig(level=[logging.WARNING, logging.INFO, logging.DEBUG][min(args.verbose, 2)],
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s", stream=sys.stderr)
     try:
         from aiohttp import web
     except ImportError:

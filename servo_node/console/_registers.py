@@ -21,9 +21,10 @@ PARALLEL_READS = 8
 """Register reads in flight at once per table (a node answers them one by one anyway)."""
 
 
-async def table(bus: Bus, node_id: int) -> dict[str, dict[str, Any]]:
-    """Every register of ``node_id``: name → type, kind, value, mutable, persistent."""
-    names = await bus.register_names(node_id)
+async def table(bus: Bus, node_id: int, contains: str = "") -> dict[str, dict[str, Any]]:
+    """Every register of ``node_id`` whose name contains ``contains``: name → type, kind, value, mutable,
+    persistent (a node lists its names quickly; each value is a request of its own)."""
+    names = [n for n in await bus.register_names(node_id) if contains in n]
     limit = asyncio.Semaphore(PARALLEL_READS)
 
     async def one(name: str) -> tuple[str, dict[str, Any]]:

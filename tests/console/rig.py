@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pycyphal.presentation  # noqa: F401  Imported at collection, not within a register client's start-up deadline
+import uavcan.node  # noqa: F401  on a busy machine.
+
+from cyphal_common.transport import make_transport  # noqa: F401
 from tests.procs import BIN, Processes, base_env
 
 NODES = {21: (1021, 1031), 22: (1022, 1032)}

@@ -94,6 +94,7 @@ function onBus(msg) {
   log.replaceChildren(...msg.diagnostics.slice().reverse().map((d) =>
     el("li", {}, `${new Date(d.t * 1000).toLocaleTimeString()} node ${d.node_id}: ${d.text}`)));
   $("record-state").textContent = msg.recording ? "recording…" : $("record-state").textContent;
+  window.consoleStats.received = msg.received;
   if (first) say(`${msg.nodes.length} nodes on the bus`);
 }
 function ports(list) { return list === undefined || list === null ? "" : list === "all" ? "all" : list.join(" "); }
@@ -102,6 +103,8 @@ function allAxes() { return state.bus ? state.bus.nodes.flatMap((n) => n.axes) :
 function renderAxes(msg) {
   const tb = $("axes").tBodies[0];
   const allowed = state.hello && state.hello.allow_motion;
+  const present = new Set(allAxes().map((a) => `axis-${a.key}`));
+  for (const row of [...tb.rows]) if (!present.has(row.id)) row.remove();  // A node gone, or restarted.
   for (const a of allAxes()) {
     let row = $(`axis-${a.key}`);
     if (!row) { row = axisRow(a); tb.append(row); }
@@ -348,11 +351,12 @@ async function download(url, name) {
 
 function renderNodeChoices(msg) {
   const sel = $("reg-node");
+  const label = (n) => `${n.node_id} ${n.name ?? ""}`;
   const want = msg.nodes.map((n) => String(n.node_id));
-  const have = [...sel.options].map((o) => o.value).filter((v) => v !== "servos");
-  if (want.join() === have.join()) return;
+  const have = [...sel.options].map((o) => o.textContent).filter((_, i) => i < sel.options.length - 1);
+  if (msg.nodes.map(label).join() === have.join()) return;
   const chosen = sel.value;
-  sel.replaceChildren(...msg.nodes.map((n) => el("option", { value: n.node_id }, `${n.node_id} ${n.name ?? ""}`)),
+  sel.replaceChildren(...msg.nodes.map((n) => el("option", { value: n.node_id }, label(n))),
     el("option", { value: "servos" }, "every servo"));
   if ([...want, "servos"].includes(chosen)) sel.value = chosen;
 }
@@ -368,9 +372,10 @@ async function loadRegisters() {
   const ids = chosenNodes();
   if (ids.length !== 1) { say("choose one node to table its registers (every servo: use the table across servos)", true); return; }
   const id = ids[0];
-  $("reg-state").textContent = `reading node ${id}…`;
+  const contains = $("reg-filter").value.trim();
+  $("reg-state").textContent = `reading node ${id}${contains ? ` (names with "${contains}")` : ""}…`;
   try {
-    state.registers = await api("GET", `/api/nodes/${id}/registers`);
+    state.registers = await api("GET", `/api/nodes/${id}/registers?contains=${encodeURIComponent(contains)}`);
     state.registersOf = id;
     renderRegisters();
     $("reg-state").textContent = `node ${id}: ${Object.keys(state.registers).length} registers`;

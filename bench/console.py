@@ -1,0 +1,155 @@
+"""The console's cost and latency: servo nodes publishing ``dynamics`` at 1 kHz per axis, ``servo-node console``
+serving them, and a real headless Chromium plotting every axis (Debian's chromium + chromium-driver, selenium).
+
+* end-to-end latency, per sample that reaches the page: the page's receipt time (``performance.timeOrigin +
+  performance.now()``, the system clock of this host) minus the sample's own stamp in the node's ``dynamics`` (the
+  node's system clock at the sample): the node's publication, the console's reception, its frame (a frame every
+  25 ms, so up to 25 ms of the latency is the frame period), the WebSocket, the page's parsing. p50/p99/max [ms];
+* the console process's CPU [% of one core] (``/proc``: user + system over the measured window), the browser's
+  (every Chromium process), the samples the console received per second and the page's drawn frames per second.
+
+Two cases: ``light`` (one axis at 1 kHz plotted) and ``8x1k`` (two nodes of four axes each, every axis at 1 kHz,
+all eight plotted). It isolates itself on a network namespace of its own (root), so it hears no other traffic.
+Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+CONSOLE_ID = 120
+RATE_HZ = 1000
+AXES = ("a", "b", "c", "d")
+
+
+def _node_env(node_id: int, axes: int, base: int) -> dict[str, str]:
+    from tests.procs import base_env
+
+    env = base_env(UAVCAN__NODE__ID=str(node_id))
+    if axes == 1:
+        env.update(UAVCAN__PUB__DYNAMICS__ID=str(base), UAVCAN__SUB__SETPOINT_SERVO__ID=str(base + 100),
+                   SERVO__DYNAMICS_RATE=str(RATE_HZ))
+        return env
+    env["SERVO__AXES"] = " ".join(AXES[:axes])
+    for k, name in enumerate(AXES[:axes]):
+        up = name.upper()
+        env[f"UAVCAN__PUB__{up}__DYNAMICS__ID"] = str(base + k)
+        env[f"UAVCAN__SUB__{up}__SETPOINT_SERVO__ID"] = str(base + 100 + k)
+        env[f"{up}__SERVO__DYNAMICS_RATE"] = str(RATE_HZ)
+    return env
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU time of these processes so far [second]."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path) -> dict[str, Any]:
+    from tests.console import browser
+    from tests.procs import BIN, base_env, wait_answers
+
+    procs = [subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", ":memory:"],
+                              env=_node_env(n, axes, 3000 + 10 * k), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for k, (n, axes) in enumerate(nodes)]
+    url_file = tmp / f"{name}.url"
+    console = subprocess.Popen([str(BIN / "servo-node"), "console", "--port", "0", "--url-file", str(url_file)],
+                               env=base_env(UAVCAN__NODE__ID=str(CONSOLE_ID)), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        for proc, (n, axes) in zip(procs, nodes, strict=True):
+            wait_answers(proc, _node_env(n, axes, 0), n, "servo-node")
+        while not (url_file.exists() and url_file.read_text().strip()):
+            time.sleep(0.1)
+        total = sum(axes for _, axes in nodes)
+        with browser.chromium() as driver:
+            driver.get(url_file.read_text().strip())
+            deadline = time.monotonic() + 120
+            while len(driver.find_elements("css selector", "#axes tbody tr")) < total:
+                assert time.monotonic() < deadline, "the page did not list every axis"
+                time.sleep(0.2)
+            for box in driver.find_elements("css selector", "#axes input.plot"):
+                box.click()
+            time.sleep(5.0)  # Subscriptions, the first frames, the charts' first draws.
+            browser_pids = _descendants(driver.service.process.pid)
+            stats0 = driver.execute_script("return {n: consoleStats.latencies.length, draws: consoleStats.draws, "
+                                           "received: consoleStats.received}")
+            cpu0, b0, t0 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
+            time.sleep(seconds)
+            cpu1, b1, t1 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
+            stats1 = driver.execute_script("return {lat: consoleStats.latencies, n: consoleStats.latencies.length, "
+                                           "draws: consoleStats.draws, received: consoleStats.received}")
+        took = t1 - t0
+        lat = np.asarray(stats1["lat"][-(stats1["n"] - stats0["n"]):]) * 1e3
+        return {"case": name, "axes": total, "received_hz": (stats1["received"] - stats0["received"]) / took,
+                "fps": (stats1["draws"] - stats0["draws"]) / took, "console_cpu": 100 * (cpu1 - cpu0) / took,
+                "browser_cpu": 100 * (b1 - b0) / took, "n": lat.size, "p50": np.percentile(lat, 50),
+                "p99": np.percentile(lat, 99), "max": lat.max()}
+    finally:
+        for proc in [console, *procs]:
+            proc.send_signal(2)
+        for proc in [console, *procs]:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=20.0, help="measured window per case [second]")
+    ap.add_argument("--cases", default="light,8x1k")
+    args = ap.parse_args()
+    from cyphal_common import dsdl
+    from tests import isolation
+    from tests.console import browser
+
+    if (why := browser.missing()) is not None:
+        print(f"bench/console.py: {why}", file=sys.stderr)
+        return 2
+    isolation.isolate()
+    dsdl.ensure_compiled()
+    cases = {"light": [(21, 1)], "8x1k": [(21, 4), (22, 4)]}
+    print(f"{'case':6} {'axes':>4} {'recv/s':>8} {'page fps':>8} {'console CPU':>11} {'browser CPU':>11} "
+          f"{'samples':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.cases.split(","):
+            r = _case(name, cases[name], args.seconds, Path(tmp))
+            print(f"{r['case']:6} {r['axes']:4d} {r['received_hz']:8.0f} {r['fps']:8.1f} {r['console_cpu']:10.1f}% "
+                  f"{r['browser_cpu']:10.1f}% {r['n']:8d} {r['p50']:7.1f} {r['p99']:7.1f} {r['max']:7.1f}",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

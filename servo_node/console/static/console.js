@@ -298,6 +298,7 @@ function buildCharts() {
     box.append(div);
     const opts = { title: spec.title, width, height: 220, series,
       scales: { x: { time: true } }, cursor: { drag: { x: true, y: false } },
+      axes: [{}, { size: 60, values: (_u, splits) => splits.map((v) => fmt(v)) }],
       hooks: { setSelect: [() => { state.paused = true; $("pause").textContent = "resume"; }] } };
     const plot = new uPlot(opts, [[]].concat(cols.map(() => [])), div);
     state.charts.push({ plot, cols });

@@ -5,12 +5,15 @@ serving them, and a real headless Chromium plotting every axis (Debian's chromiu
   performance.now()``, the system clock of this host) minus the sample's own stamp in the node's ``dynamics`` (the
   node's system clock at the sample): the node's publication, the console's reception, its frame (a frame every
   25 ms, so up to 25 ms of the latency is the frame period), the WebSocket, the page's parsing. p50/p99/max [ms];
+  Split at the median: *node→frame* (a frame's sending minus its newest sample's stamp) and *→page* (the page's
+  receipt minus the frame's sending);
 * the console process's CPU [% of one core] (``/proc``: user + system over the measured window), the browser's
-  (every Chromium process), the samples the console received per second and the page's drawn frames per second.
+  (every Chromium process), the samples the console received per second and the page's drawn frames per second,
+  and the machine's load average at the end (the figures are only as good as the cores the run had).
 
 Two cases: ``light`` (one axis at 1 kHz plotted) and ``8x1k`` (two nodes of four axes each, every axis at 1 kHz,
 all eight plotted). It isolates itself on a network namespace of its own (root), so it hears no other traffic.
-Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k]``.
+Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k] [--realtime]``.
 """
 
 from __future__ import annotations
@@ -63,21 +66,27 @@ def _cpu_s(pids: list[int]) -> float:
 
 
 def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (by their parents in ``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
     out, todo = [], [pid]
     while todo:
         p = todo.pop()
-        try:
-            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-        except OSError:
-            continue
-        out += [int(k) for k in kids]
-        todo += [int(k) for k in kids]
+        kids = [c for c, pp in parents.items() if pp == p]
+        out += kids
+        todo += kids
     return out
 
 
-def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path) -> dict[str, Any]:
+def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, realtime: bool) -> dict[str, Any]:
     from tests.console import browser
     from tests.procs import BIN, base_env, wait_answers
+    from tests.procs import realtime as fifo
 
     procs = [subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", ":memory:"],
                               env=_node_env(n, axes, 3000 + 10 * k), stdout=subprocess.DEVNULL,
@@ -88,9 +97,13 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path) ->
                                stderr=subprocess.DEVNULL)
     try:
         for proc, (n, axes) in zip(procs, nodes, strict=True):
-            wait_answers(proc, _node_env(n, axes, 0), n, "servo-node")
+            wait_answers(proc, _node_env(n, axes, 0), n, "servo-node", timeout=600)
         while not (url_file.exists() and url_file.read_text().strip()):
             time.sleep(0.1)
+        if realtime:  # The nodes above the console, the console above the browser, all above other work.
+            for proc in procs:
+                fifo(proc.pid, 10)
+            fifo(console.pid, 5)
         total = sum(axes for _, axes in nodes)
         with browser.chromium() as driver:
             driver.get(url_file.read_text().strip())
@@ -102,19 +115,26 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path) ->
                 box.click()
             time.sleep(5.0)  # Subscriptions, the first frames, the charts' first draws.
             browser_pids = _descendants(driver.service.process.pid)
+            if realtime:
+                for pid in browser_pids:
+                    fifo(pid, 1)
             stats0 = driver.execute_script("return {n: consoleStats.latencies.length, draws: consoleStats.draws, "
                                            "received: consoleStats.received}")
             cpu0, b0, t0 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
             time.sleep(seconds)
             cpu1, b1, t1 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
             stats1 = driver.execute_script("return {lat: consoleStats.latencies, n: consoleStats.latencies.length, "
-                                           "draws: consoleStats.draws, received: consoleStats.received}")
+                                           "draws: consoleStats.draws, received: consoleStats.received, "
+                                           "lag: consoleStats.serverLag.slice(-1000), "
+                                           "tr: consoleStats.transport.slice(-1000)}")
         took = t1 - t0
         lat = np.asarray(stats1["lat"][-(stats1["n"] - stats0["n"]):]) * 1e3
         return {"case": name, "axes": total, "received_hz": (stats1["received"] - stats0["received"]) / took,
                 "fps": (stats1["draws"] - stats0["draws"]) / took, "console_cpu": 100 * (cpu1 - cpu0) / took,
                 "browser_cpu": 100 * (b1 - b0) / took, "n": lat.size, "p50": np.percentile(lat, 50),
-                "p99": np.percentile(lat, 99), "max": lat.max()}
+                "p99": np.percentile(lat, 99), "max": lat.max(),
+                "lag50": 1e3 * np.percentile(stats1["lag"], 50), "tr50": 1e3 * np.percentile(stats1["tr"], 50),
+                "load": os.getloadavg()[0]}
     finally:
         for proc in [console, *procs]:
             proc.send_signal(2)
@@ -129,6 +149,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0, help="measured window per case [second]")
     ap.add_argument("--cases", default="light,8x1k")
+    ap.add_argument("--realtime", action="store_true",
+                    help="the nodes, the console and the browser under SCHED_FIFO, in that order (root): their own "
+                         "figures on a machine that other work keeps busy")
     args = ap.parse_args()
     from cyphal_common import dsdl
     from tests import isolation
@@ -141,13 +164,14 @@ def main() -> int:
     dsdl.ensure_compiled()
     cases = {"light": [(21, 1)], "8x1k": [(21, 4), (22, 4)]}
     print(f"{'case':6} {'axes':>4} {'recv/s':>8} {'page fps':>8} {'console CPU':>11} {'browser CPU':>11} "
-          f"{'samples':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7}", flush=True)
+          f"{'samples':>8} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'node→frame':>10} {'→page':>6} {'load':>5}",
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases.split(","):
-            r = _case(name, cases[name], args.seconds, Path(tmp))
+            r = _case(name, cases[name], args.seconds, Path(tmp), args.realtime)
             print(f"{r['case']:6} {r['axes']:4d} {r['received_hz']:8.0f} {r['fps']:8.1f} {r['console_cpu']:10.1f}% "
-                  f"{r['browser_cpu']:10.1f}% {r['n']:8d} {r['p50']:7.1f} {r['p99']:7.1f} {r['max']:7.1f}",
-                  flush=True)
+                  f"{r['browser_cpu']:10.1f}% {r['n']:8d} {r['p50']:7.1f} {r['p99']:7.1f} {r['max']:7.1f} "
+                  f"{r['lag50']:10.1f} {r['tr50']:6.1f} {r['load']:5.1f}", flush=True)
     return 0
 
 

@@ -40,6 +40,10 @@ class Ring:
         self.count = 0
 
     def add(self, t: float, p: float, v: float, a: float, f: float) -> None:
+        """Keep a sample; one not newer than the last kept is dropped (a node whose loop fell behind sends its last
+        sample again: no news, and drawn twice it would look late)."""
+        if self.count and t <= self.data[0, (self.count - 1) % RING]:
+            return
         k = self.count % RING
         d = self.data
         d[0, k], d[1, k], d[2, k], d[3, k], d[4, k] = t, p, v, a, f

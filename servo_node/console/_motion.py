@@ -131,6 +131,8 @@ class Motion:
             targets = params.get("targets", [])
             if len(targets) != len(axes) or not all(math.isfinite(float(x)) for x in targets):
                 raise ConsoleError("a coordinated move needs one finite target per axis")
+            if str(params.get("sync", "phase")) not in ("phase", "time", "none"):
+                raise ConsoleError(f"sync {params.get('sync')!r}: phase, time or none")
         else:
             raise ConsoleError(f"unknown motion {kind!r}")
 
@@ -216,7 +218,9 @@ class Motion:
 
                 await coord.move([float(x) for x in lease.params["targets"]], str(lease.params.get("sync", "phase")),
                                  None, on_result=on_result)
-        except CoordError as ex:
+        except Exception as ex:  # The coordinator's refusal (CoordError) or failure: the page is told why.
+            if not isinstance(ex, CoordError):
+                _logger.exception("coordinated move of %s", lease.keys)
             self._on_event(lease.owner, {"type": "motion", "keys": list(lease.keys), "state": "refused",
                                          "why": str(ex)})
         finally:

@@ -164,3 +164,56 @@ def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
         start_console(group, tmp_path, "--host", "0.0.0.0")
         log = (tmp_path / "console.log").read_text()
     assert "WARNING: serving on 0.0.0.0" in log, log
+
+
+def test_a_held_coordinated_move_arrives_and_is_recorded_as_the_scope_records(tmp_path: Path) -> None:
+    """Both axes held together (the coordinator's move through the console's node) arrive at their targets; the
+    page gets the coordinator's result table; the recording of both is the scope's CSV."""
+    from servo_node.scope import read_csv
+
+    with Processes() as group:
+        start_servos(group, tmp_path)
+        console = start_console(group, tmp_path, "--allow-motion")
+        readers = {n: RegisterClient(base_env(), n, client_node_id=c) for n, c in ((21, 96), (22, 97))}
+        try:
+            status, body = _request(console, "/api/record", "POST", {"action": "start", "axes": ["21", "22"]})
+            assert status == 200 and body["recording"] == ["node 21", "node 22"], body
+
+            async def scenario() -> dict[str, Any]:
+                session, ws = await _socket(console)
+                try:
+                    await ws.send_json({"type": "hello", "token": console.token})
+                    await _next(ws, "hello")
+                    hold = {"type": "hold", "kind": "coord", "axes": ["21", "22"],
+                            "params": {"targets": [0.5, -0.25], "sync": "phase"}}
+
+                    async def renew() -> None:
+                        while True:
+                            await ws.send_json(hold)
+                            await asyncio.sleep(0.05)
+
+                    renewing = asyncio.create_task(renew())
+                    try:
+                        return await _next(ws, "motion", timeout=60)
+                    finally:
+                        renewing.cancel()
+                        await ws.send_json({"type": "release", "axes": ["21", "22"]})
+                finally:
+                    await session.close()
+
+            arrived = asyncio.run(scenario())
+            assert arrived["state"] == "arrived", arrived
+            assert "21" in arrived["table"] and "22" in arrived["table"]  # the coordinator's table, per axis
+            for node_id, target in ((21, 0.5), (22, -0.25)):
+                wait_for(lambda r=readers[node_id]: _at_rest_expired(r), 30, what=f"node {node_id} at rest")
+                assert abs(readers[node_id].json("sys.motion")["meas"][0] - target) < 1e-3
+            status, body = _request(console, "/api/record", "POST", {"action": "stop"})
+            assert status == 200 and body["rows"] > 0, body
+        finally:
+            for r in readers.values():
+                r.close()
+    trace = read_csv(body["file"])
+    for label, target in (("node 21", 0.5), ("node 22", -0.25)):
+        measured = trace.axes[label].measured
+        assert len(measured) > 50 and abs(measured.columns["position"][-1] - target) < 1e-3
+        assert len(trace.axes[label].reference) > 0

@@ -128,7 +128,7 @@ def test_a_silent_page_loses_its_hold_and_the_deadman_stops_the_axis(tmp_path: P
                 try:
                     await ws.send_json({"type": "hello", "token": console.token})
                     await _next(ws, "hello")
-                    await _next(ws, "bus")
+                    await _servos_listed(ws)
                     hold = {"type": "hold", "kind": "jog", "axes": ["21"], "params": {"velocity": 2.0}}
                     for _ in range(200):  # Held (renewed every 50 ms) until the node says it moves, at most 10 s.
                         await ws.send_json(hold)
@@ -154,6 +154,12 @@ def test_a_silent_page_loses_its_hold_and_the_deadman_stops_the_axis(tmp_path: P
             reader.close()
 
 
+async def _servos_listed(ws: Any) -> None:
+    """Until the bus view lists both servos' axes (the console has read their ports and limits)."""
+    while {a["key"] for n in (await _next(ws, "bus", timeout=120))["nodes"] for a in n["axes"]} != {"21", "22"}:
+        pass
+
+
 def _at_rest_expired(reader: RegisterClient) -> bool:
     status, motion = reader.json("sys.status"), reader.json("sys.motion")
     return bool(status["servo"]["state"] == "expired" and motion["meas"][1] == 0.0 and not motion.get("engaged"))
@@ -176,14 +182,15 @@ def test_a_held_coordinated_move_arrives_and_is_recorded_as_the_scope_records(tm
         console = start_console(group, tmp_path, "--allow-motion")
         readers = {n: RegisterClient(base_env(), n, client_node_id=c) for n, c in ((21, 96), (22, 97))}
         try:
-            status, body = _request(console, "/api/record", "POST", {"action": "start", "axes": ["21", "22"]})
-            assert status == 200 and body["recording"] == ["node 21", "node 22"], body
-
             async def scenario() -> dict[str, Any]:
                 session, ws = await _socket(console)
                 try:
                     await ws.send_json({"type": "hello", "token": console.token})
                     await _next(ws, "hello")
+                    await _servos_listed(ws)
+                    status, body = await asyncio.to_thread(_request, console, "/api/record", "POST",
+                                                           {"action": "start", "axes": ["21", "22"]})
+                    assert status == 200 and body["recording"] == ["node 21", "node 22"], body
                     hold = {"type": "hold", "kind": "coord", "axes": ["21", "22"],
                             "params": {"targets": [0.5, -0.25], "sync": "phase"}}
 

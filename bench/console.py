@@ -13,12 +13,13 @@ serving them, and a real headless Chromium plotting every axis (Debian's chromiu
 
 Two cases: ``light`` (one axis at 1 kHz plotted) and ``8x1k`` (two nodes of four axes each, every axis at 1 kHz,
 all eight plotted). It isolates itself on a network namespace of its own (root), so it hears no other traffic.
-Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k] [--realtime]``.
+Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k] [--client browser|socket] [--realtime]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -83,8 +84,8 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, realtime: bool) -> dict[str, Any]:
-    from tests.console import browser
+def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, realtime: bool,
+          client: str) -> dict[str, Any]:
     from tests.procs import BIN, base_env, wait_answers
     from tests.procs import realtime as fifo
 
@@ -100,38 +101,18 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, re
             wait_answers(proc, _node_env(n, axes, 0), n, "servo-node", timeout=600)
         while not (url_file.exists() and url_file.read_text().strip()):
             time.sleep(0.1)
-        if realtime:  # The nodes above the console, the console above the browser, all above other work.
+        if realtime:  # The console above the nodes (what they publish is what it gets), the browser below both.
             for proc in procs:
-                fifo(proc.pid, 10)
-            fifo(console.pid, 5)
+                fifo(proc.pid, 5)
+            fifo(console.pid, 10)
         total = sum(axes for _, axes in nodes)
-        with browser.chromium() as driver:
-            driver.get(url_file.read_text().strip())
-            deadline = time.monotonic() + 120
-            while len(driver.find_elements("css selector", "#axes tbody tr")) < total:
-                assert time.monotonic() < deadline, "the page did not list every axis"
-                time.sleep(0.2)
-            for box in driver.find_elements("css selector", "#axes input.plot"):
-                box.click()
-            time.sleep(5.0)  # Subscriptions, the first frames, the charts' first draws.
-            browser_pids = _descendants(driver.service.process.pid)
-            if realtime:
-                for pid in browser_pids:
-                    fifo(pid, 1)
-            stats0 = driver.execute_script("return {n: consoleStats.latencies.length, draws: consoleStats.draws, "
-                                           "received: consoleStats.received}")
-            cpu0, b0, t0 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
-            time.sleep(seconds)
-            cpu1, b1, t1 = _cpu_s([console.pid]), _cpu_s(browser_pids), time.monotonic()
-            stats1 = driver.execute_script("return {lat: consoleStats.latencies, n: consoleStats.latencies.length, "
-                                           "draws: consoleStats.draws, received: consoleStats.received, "
-                                           "lag: consoleStats.serverLag.slice(-1000), "
-                                           "tr: consoleStats.transport.slice(-1000)}")
-        took = t1 - t0
+        url = url_file.read_text().strip()
+        measure = _socket if client == "socket" else _browser
+        stats0, stats1, cpu, browser_cpu, took = measure(url, total, seconds, console.pid, realtime)
         lat = np.asarray(stats1["lat"][-(stats1["n"] - stats0["n"]):]) * 1e3
         return {"case": name, "axes": total, "received_hz": (stats1["received"] - stats0["received"]) / took,
-                "fps": (stats1["draws"] - stats0["draws"]) / took, "console_cpu": 100 * (cpu1 - cpu0) / took,
-                "browser_cpu": 100 * (b1 - b0) / took, "n": lat.size, "p50": np.percentile(lat, 50),
+                "fps": (stats1["draws"] - stats0["draws"]) / took, "console_cpu": 100 * cpu / took,
+                "browser_cpu": 100 * browser_cpu / took, "n": lat.size, "p50": np.percentile(lat, 50),
                 "p99": np.percentile(lat, 99), "max": lat.max(),
                 "lag50": 1e3 * np.percentile(stats1["lag"], 50), "tr50": 1e3 * np.percentile(stats1["tr"], 50),
                 "load": os.getloadavg()[0]}
@@ -145,12 +126,97 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, re
                 proc.kill()
 
 
+Stats = dict[str, Any]
+
+
+def _browser(url: str, total: int, seconds: float, console_pid: int,
+             realtime: bool) -> tuple[Stats, Stats, float, float, float]:
+    """The page in headless Chromium plots every axis: its own statistics (``window.consoleStats``)."""
+    from tests.console import browser
+    from tests.procs import realtime as fifo
+
+    with browser.chromium() as driver:
+        driver.get(url)
+        if realtime:
+            for pid in [driver.service.process.pid, *_descendants(driver.service.process.pid)]:
+                fifo(pid, 1)
+        deadline = time.monotonic() + 120
+        while len(driver.find_elements("css selector", "#axes tbody tr")) < total:
+            assert time.monotonic() < deadline, "the page did not list every axis"
+            time.sleep(0.2)
+        for box in driver.find_elements("css selector", "#axes input.plot"):
+            box.click()
+        time.sleep(5.0)  # Subscriptions, the first frames, the charts' first draws.
+        browser_pids = _descendants(driver.service.process.pid)
+        if realtime:  # Any process the page started since.
+            for pid in browser_pids:
+                fifo(pid, 1)
+        script = ("return {lat: consoleStats.latencies, n: consoleStats.latencies.length, draws: consoleStats.draws, "
+                  "received: consoleStats.received, lag: consoleStats.serverLag.slice(-1000), "
+                  "tr: consoleStats.transport.slice(-1000)}")
+        stats0 = driver.execute_script(script)
+        cpu0, b0, t0 = _cpu_s([console_pid]), _cpu_s(browser_pids), time.monotonic()
+        time.sleep(seconds)
+        cpu1, b1, t1 = _cpu_s([console_pid]), _cpu_s(browser_pids), time.monotonic()
+        stats1 = driver.execute_script(script)
+    return stats0, stats1, cpu1 - cpu0, b1 - b0, t1 - t0
+
+
+def _socket(url: str, total: int, seconds: float, console_pid: int,
+            _realtime: bool) -> tuple[Stats, Stats, float, float, float]:
+    """A WebSocket client asks for every axis as a 1000-pixel-wide page would and times the frames (no browser)."""
+    import asyncio
+    import json
+
+    import aiohttp
+
+    base, token = url.split("/#token=")
+
+    async def run() -> tuple[Stats, Stats, float, float, float]:
+        stats: Stats = {"lat": [], "n": 0, "draws": 0, "received": 0, "lag": [], "tr": []}
+        async with aiohttp.ClientSession() as session, \
+                session.ws_connect(base.replace("http", "ws") + "/ws", origin=base) as ws:
+            await ws.send_json({"type": "hello", "token": token})
+            keys: list[str] = []
+            end, snap = math.inf, None
+            cpu0 = t0 = 0.0
+            while time.monotonic() < end:
+                msg = json.loads((await ws.receive()).data)
+                recv = time.time()
+                if msg["type"] == "bus":
+                    stats["received"] = msg["received"]
+                    found = [a["key"] for n in msg["nodes"] for a in n["axes"]]
+                    if not keys and len(found) == total:
+                        keys = found
+                        await ws.send_json({"type": "plot", "axes": keys, "window_s": 10, "width": 1000})
+                        start = time.monotonic() + 5.0
+                elif msg["type"] == "frame":
+                    stats["draws"] += 1
+                    for a in msg["axes"].values():
+                        stats["lat"] += [recv - t for t in a["t"]]
+                        stats["lag"].append(msg["sent_at"] - a["t"][-1])
+                        stats["tr"].append(recv - msg["sent_at"])
+                    stats["n"] = len(stats["lat"])
+                    if snap is None and keys and time.monotonic() >= start:
+                        snap = {k: (list(v) if isinstance(v, list) else v) for k, v in stats.items()}
+                        cpu0, t0 = _cpu_s([console_pid]), time.monotonic()
+                        end = t0 + seconds
+            cpu1, t1 = _cpu_s([console_pid]), time.monotonic()
+        assert snap is not None
+        return snap, stats, cpu1 - cpu0, 0.0, t1 - t0
+
+    return asyncio.run(run())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=20.0, help="measured window per case [second]")
     ap.add_argument("--cases", default="light,8x1k")
+    ap.add_argument("--client", choices=("browser", "socket"), default="browser",
+                    help="who plots: the page in headless Chromium, or a WebSocket client asking what a page would "
+                         "(the console's own cost and latency, without a browser on the same cores)")
     ap.add_argument("--realtime", action="store_true",
-                    help="the nodes, the console and the browser under SCHED_FIFO, in that order (root): their own "
+                    help="the console, the nodes and the browser under SCHED_FIFO, in that order (root): their own "
                          "figures on a machine that other work keeps busy")
     args = ap.parse_args()
     from cyphal_common import dsdl
@@ -168,7 +234,7 @@ def main() -> int:
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.cases.split(","):
-            r = _case(name, cases[name], args.seconds, Path(tmp), args.realtime)
+            r = _case(name, cases[name], args.seconds, Path(tmp), args.realtime, args.client)
             print(f"{r['case']:6} {r['axes']:4d} {r['received_hz']:8.0f} {r['fps']:8.1f} {r['console_cpu']:10.1f}% "
                   f"{r['browser_cpu']:10.1f}% {r['n']:8d} {r['p50']:7.1f} {r['p99']:7.1f} {r['max']:7.1f} "
                   f"{r['lag50']:10.1f} {r['tr50']:6.1f} {r['load']:5.1f}", flush=True)

@@ -22,20 +22,18 @@ UPLOT = f"{CONSOLE_STATIC}/vendor/uplot"
 
 
 def _payload() -> set[str]:
-    """Every file of the four packages in the checkout: the modules, the DSDL definitions, the emulated CiA 402
-    drive's EDS, and the console's static files (its page, script and style; uPlot with its licence and version;
-    not the script that fetched uPlot) (POSIX paths)."""
+    """Every file of the four packages in the checkout that the wheel must hold: the modules, and the package data
+    pyproject.toml declares (the DSDL definitions, the emulated drives' files, the console's page, script, style and
+    uPlot with its licence and version — not the script that fetched uPlot) (POSIX paths)."""
     files = set()
     for pkg in PACKAGES:
-        for path in (REPO_ROOT / pkg).rglob("*"):
-            if not path.is_file() or "__pycache__" in path.parts:
-                continue
-            name = path.relative_to(REPO_ROOT).as_posix()
-            static = name.startswith(CONSOLE_STATIC) and (path.suffix in (".html", ".js", ".css")
-                                                          or name in (f"{UPLOT}/LICENSE", f"{UPLOT}/VERSION"))
-            if path.suffix in (".py", ".dsdl", ".eds") or static:
-                files.add(name)
-    return files
+        for path in (REPO_ROOT / pkg).rglob("*.py"):
+            files.add(path.relative_to(REPO_ROOT).as_posix())
+    for pkg, patterns in PYPROJECT["tool"]["setuptools"]["package-data"].items():
+        root = REPO_ROOT / pkg.replace(".", "/")
+        for pattern in patterns:
+            files |= {p.relative_to(REPO_ROOT).as_posix() for p in root.glob(pattern) if p.is_file()}
+    return {f for f in files if "__pycache__" not in f}
 
 
 def test_wheel_holds_every_module_and_dsdl_file_and_nothing_else(dist: Dist) -> None:

@@ -76,7 +76,12 @@ def _moves_while_held(driver: Any, reader: RegisterClient, key: str) -> float:
     tenth of a unit at least; returns the plotted position then."""
     start = _stats(driver)["lastPosition"][key]
     _hold(driver, _css(driver, f"#axis-{key} button.jog-fwd"))
-    wait_for(lambda: _state(reader) == "engaged", 30, what=f"axis {key} engaged by the hold")
+    try:
+        wait_for(lambda: _state(reader) == "engaged", 30, what=f"axis {key} engaged by the hold")
+    except AssertionError as ex:  # What the node and the page said, for the report.
+        raise AssertionError(f"{ex}; node: {reader.read('sys.status')} {reader.read('sys.counters')} "
+                             f"{reader.read('sys.last_rejection')}; page: {_css(driver, '#message').text} "
+                             f"{_stats(driver)['errors']}") from None
     return float(wait_for(lambda: (p := _stats(driver)["lastPosition"][key]) > start + 0.1 and p, 30,
                           what=f"the plot of axis {key} to move forward"))
 

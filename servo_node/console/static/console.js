@@ -111,7 +111,8 @@ function renderAxes(msg) {
     const servo = (a.status && a.status.servo) || {};
     const st = row.querySelector(".state");
     st.textContent = servo.state ?? "…"; st.className = `state state-${servo.state}`;
-    row.querySelector(".error").textContent = servo.error ? `${servo.error}: ${servo.reason ?? ""}` : "";
+    const error = row.querySelector(".error");
+    error.textContent = error.title = servo.error ? `${servo.error}: ${servo.reason ?? ""}` : "";
     row.querySelector(".limits").textContent =
       `v ${fmt(a.velocity[0])}..${fmt(a.velocity[1])} ${a.unit}/s, a ${fmt(a.acceleration[0])}..${fmt(a.acceleration[1])}, ` +
       `j ${fmt(a.jerk)}, deadman ${fmt(a.deadman_s)} s`;
@@ -136,8 +137,8 @@ function axisRow(a) {
   ];
   if (a.readiness !== null) cells.unshift(el("button", { class: "arm", title,
     onclick: (e) => send({ type: "arm", axis: a.key, engaged: e.target.textContent === "arm" }) }, "arm"), " ");
-  return el("tr", { id: `axis-${a.key}` }, el("td", {}, plot), el("td", {}, a.key), el("td", { class: "state" }),
-    el("td", { class: "error" }), el("td", { class: "limits" }), el("td", { class: "motion" }, ...cells));
+  return el("tr", { id: `axis-${a.key}` }, el("td", {}, plot), el("td", {}, a.key), el("td", { class: "motion" }, ...cells),
+    el("td", { class: "state" }), el("td", { class: "error" }), el("td", { class: "limits" }));
 }
 
 // ------------------------------------------------------------------ hold-to-move

@@ -56,6 +56,8 @@ take from that stream what it would otherwise wait through; those without the lo
 warm-up compiles them."""
 
 LATE_BUS_SCENARIOS = (
+    "tests/console/test_browser.py",
+    "tests/console/test_server.py",
     "tests/fuzz/",
     "tests/hanoi/test_run.py::test_out_of_reach_is_refused_before_anything_moves",
     "tests/hostile/test_poison_frame.py",
@@ -71,7 +73,8 @@ LATE_BUS_SCENARIOS = (
     "tests/system/test_cia402.py::test_absent_drive_or_wrong_node_id_is_a_clear_error",
 )
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
-the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT), with generous heartbeat bounds,
+the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT, the console's stops by the deadman),
+with generous heartbeat bounds,
 not tracking. They too run one at a time (xdist group ``bus-late``), on the worker free once the warm-up is done
 (:func:`_run_order`), beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the
 CPU (earlier idle figures quoted here came from runs whose ``y pub`` ignored SIGINT; see :func:`_default_sigint`). Their

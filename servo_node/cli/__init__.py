@@ -208,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("plot-otg", help="render a trajectory figure (see `servo-node plot-otg --help`)", add_help=False)
     sub.add_parser("scope", help="record nodes' dynamics to CSV and a figure (see `servo-node scope --help`)",
                    add_help=False)
+    sub.add_parser("console", help="a web console for every servo on the bus (see `servo-node console --help`)",
+                   add_help=False)
 
     args, rest = parser.parse_known_args(argv)
     registry_option, fresh = _registry_options(parser, args)
@@ -226,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..scope._cmd import main as scope_main
 
         return scope_main(list(rest))
+    if args.command == "console":
+        from ..console._cmd import main as console_main
+
+        return console_main(list(rest))
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(

@@ -85,6 +85,8 @@ class Coordinator:
         ``start_lead_s`` ahead; :data:`START_AUTO` (default): the subject every axis has configured in its
         ``uavcan.sub.motion_start.id``, if they all share one; None: each node starts at its setpoint's reception.
         After :meth:`start`, :attr:`start_subject` is the subject used (or None) and :attr:`start_path` says why.
+    :param node: a pycyphal node to move the servos through (a console's, on the bus already); :meth:`close` then
+        closes only this coordinator's ports. Default: a node of its own from ``environment``.
     """
 
     def __init__(
@@ -94,6 +96,7 @@ class Coordinator:
         start_subject: int | str | None = START_AUTO,
         start_lead_s: float = START_LEAD_S,
         line_threshold: float = LINE_WARN,
+        node: Any = None,
     ) -> None:
         if not axes:
             raise ValueError("no axes")
@@ -116,6 +119,7 @@ class Coordinator:
         self._timesync: Any = None
         self._env = dict(os.environ if environment is None else environment)
         self._node: Any = None
+        self._shared_node = node
         self._pubs: list[Any] = []
         self._clients: list[Any] = []
         self.listener: Listener | None = None
@@ -133,17 +137,19 @@ class Coordinator:
 
         from cyphal_common.transport import continue_after_restart, make_transport
 
-        registry = pycyphal.application.make_registry(None, self._env)
-        transport = make_transport(registry)
-        if transport is None:
-            raise CoordError("no transport configured: set UAVCAN__UDP__IFACE or UAVCAN__CAN__IFACE")
-        if transport.local_node_id is None:
-            transport.close()
-            raise CoordError("set UAVCAN__NODE__ID: reading the servos' registers needs a node-ID")
-        node = pycyphal.application.make_node(
-            pycyphal.application.NodeInfo(name=NODE_NAME, software_version=uavcan.node.Version_1_0(0, 1)),
-            registry, transport=transport,
-        )
+        node = self._shared_node
+        if node is None:
+            registry = pycyphal.application.make_registry(None, self._env)
+            transport = make_transport(registry)
+            if transport is None:
+                raise CoordError("no transport configured: set UAVCAN__UDP__IFACE or UAVCAN__CAN__IFACE")
+            if transport.local_node_id is None:
+                transport.close()
+                raise CoordError("set UAVCAN__NODE__ID: reading the servos' registers needs a node-ID")
+            node = pycyphal.application.make_node(
+                pycyphal.application.NodeInfo(name=NODE_NAME, software_version=uavcan.node.Version_1_0(0, 1)),
+                registry, transport=transport,
+            )
         self._node = node
         pres = node.presentation
         self.listener = Listener(pres.transport, self.axes)
@@ -155,7 +161,7 @@ class Coordinator:
             client = pres.make_client_with_fixed_service_id(uavcan.register.Access_1_0, ax.node_id)
             continue_after_restart(client)  # …nor its register reads (a server drops a repeated request unanswered).
             self._clients.append(client)
-        node.start()
+        node.start()  # Idempotent (a shared node is started already).
         self.start_subject, self.start_path, self._start_checked = await choose_start(self, self._start_request)
         if self.start_subject is not None:
             import uavcan.time
@@ -171,12 +177,16 @@ class Coordinator:
                                                          AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
 
     def close(self) -> None:
-        """Leave the bus; idempotent."""
+        """Leave the bus (a shared node: close this coordinator's ports only); idempotent."""
         if self.listener is not None:
             self.listener.stop()
-        if self._node is not None:
+        if self._node is not None and self._shared_node is None:
             self._node.close()
-            self._node = None
+        elif self._node is not None:
+            for port in [*self._pubs, *self._clients, *filter(None, [self._start_pub])]:
+                port.close()
+            self._pubs, self._clients, self._start_pub = [], [], None
+        self._node = None
 
     async def __aenter__(self) -> Coordinator:
         await self.start()

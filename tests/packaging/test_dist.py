@@ -1,5 +1,5 @@
-"""The built sdist and wheel hold exactly what a user needs: every module, every DSDL file, the CiA 402 EDS, metadata;
-no tests."""
+"""The built sdist and wheel hold exactly what a user needs: every module, every DSDL file, the CiA 402 EDS, the
+console's page with its chart library (and that library's licence and version), metadata; no tests."""
 
 from __future__ import annotations
 
@@ -17,15 +17,23 @@ pytestmark = [pytest.mark.install, pytest.mark.xdist_group("packaging")]  # one 
 DIST_INFO = f"cyphal_servo-{VERSION}.dist-info"
 
 
+CONSOLE_STATIC = "servo_node/console/static"
+UPLOT = f"{CONSOLE_STATIC}/vendor/uplot"
+
+
 def _payload() -> set[str]:
-    """Every file of the four packages in the checkout: the modules, the DSDL definitions and the emulated CiA 402
-    drive's EDS (POSIX paths)."""
+    """Every file of the four packages in the checkout that the wheel must hold: the modules, and the package data
+    pyproject.toml declares (the DSDL definitions, the emulated drives' files, the console's page, script, style and
+    uPlot with its licence and version — not the script that fetched uPlot) (POSIX paths)."""
     files = set()
     for pkg in PACKAGES:
-        for path in (REPO_ROOT / pkg).rglob("*"):
-            if path.is_file() and path.suffix in (".py", ".dsdl", ".eds") and "__pycache__" not in path.parts:
-                files.add(path.relative_to(REPO_ROOT).as_posix())
-    return files
+        for path in (REPO_ROOT / pkg).rglob("*.py"):
+            files.add(path.relative_to(REPO_ROOT).as_posix())
+    for pkg, patterns in PYPROJECT["tool"]["setuptools"]["package-data"].items():
+        root = REPO_ROOT / pkg.replace(".", "/")
+        for pattern in patterns:
+            files |= {p.relative_to(REPO_ROOT).as_posix() for p in root.glob(pattern) if p.is_file()}
+    return {f for f in files if "__pycache__" not in f}
 
 
 def test_wheel_holds_every_module_and_dsdl_file_and_nothing_else(dist: Dist) -> None:
@@ -36,6 +44,8 @@ def test_wheel_holds_every_module_and_dsdl_file_and_nothing_else(dist: Dist) -> 
     dsdl = {n for n in payload if n.endswith(".dsdl")}
     assert len(dsdl) > 100 and {n.split("/")[2] for n in dsdl} == {"uavcan", "zubax", "reg"}
     assert "sim_plant_node/cia402_drive.eds" in payload
+    assert {f"{CONSOLE_STATIC}/index.html", f"{CONSOLE_STATIC}/console.js", f"{CONSOLE_STATIC}/console.css",
+            f"{UPLOT}/uPlot.iife.min.js", f"{UPLOT}/uPlot.min.css", f"{UPLOT}/LICENSE", f"{UPLOT}/VERSION"} <= payload
     assert {n for n in names if not n.startswith(DIST_INFO + "/")} == payload
     assert {n.split("/")[0] for n in names} == {*PACKAGES, DIST_INFO}
     assert not [n for n in names if n.startswith(("tests/", "bench/", "docs/"))]
@@ -51,6 +61,8 @@ def test_wheel_metadata_and_commands(dist: Dist) -> None:
     assert meta["Requires-Python"] == project["requires-python"]
     requires = [r for r in meta.get_all("Requires-Dist") or [] if "extra ==" not in r]
     assert len(requires) == len(project["dependencies"])
+    assert "console" in (meta.get_all("Provides-Extra") or [])
+    assert any(r.startswith("aiohttp") and 'extra == "console"' in r for r in meta.get_all("Requires-Dist") or [])
     entry_points = wheel.read(f"{DIST_INFO}/entry_points.txt").decode()
     for script, target in project["scripts"].items():
         assert f"{script} = {target}" in entry_points

@@ -166,7 +166,8 @@ def _warmup() -> int:
         loop.start()
         loop.command(Setpoint(1.0, 0.0, ProfileLimits(-1.0, 1.0, -1.0, 1.0, 1.0), 1.0))
         loop.advance(0.01)
-        loop.sample()  # The seqlocked read, called from Python by the node: an entry of its own in numba's cache.
+        loop.sample()  # Read from Python by the node (the seqlocked sample, the dynamics trace): entries of their
+        loop.trace_since(0)  # own in numba's cache.
         loop.close()
     # The real-time runner too: one compilation serves any number of axes and every drive (a typed list of one
     # array type), and the group's list helpers with it.

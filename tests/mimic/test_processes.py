@@ -91,7 +91,13 @@ class Pair:
     def err_now(self) -> float:
         """max |follower − relation(leader)| over the latest 0.2 s that both nodes' samples cover."""
         t_end = min(self.rec.latest(0)[0], self.rec.latest(1)[0])
-        return float(np.abs(relation_error(self, t_end - 0.2, t_end)[1]).max())
+        t, err = relation_error(self, t_end - 0.2, t_end)
+        worst = int(np.argmax(np.abs(err)))
+        lead, fol = self.rec.series(0), self.rec.series(1)
+        print(f"err_now: {err[worst]:+.3e} at {t[worst] - t_end:+.4f} s of {len(t)} samples; leader samples "
+              f"{np.count_nonzero((lead[:, 0] >= t_end - 0.2) & (lead[:, 0] <= t_end))}, largest stamp gaps "
+              f"leader {np.diff(lead[-60:, 0]).max() * 1e3:.1f} ms, follower {np.diff(fol[-250:, 0]).max() * 1e3:.1f} ms")
+        return float(np.abs(err).max())
 
     @contextmanager
     def polling_motion(self) -> Iterator[None]:

@@ -35,7 +35,7 @@ DEADMAN_S = 1.0
 V_LIM, A_LIM, J_LIM = 10.0, 40.0, 400.0
 LIMITS = dict(SERVO__PROFILE__VELOCITY=f"-{V_LIM} {V_LIM}", SERVO__PROFILE__ACCELERATION=f"-{A_LIM} {A_LIM}",
               SERVO__PROFILE__JERK=str(J_LIM))
-STALL_S = 0.01
+STALL_S = 0.012
 """A gap this long between the follower's successive distinct dynamics stamps (its loop's tick times): its loop may
 have missed ticks there (a loaded host), so the joint's catch-up after it is not judged (see ``judge_joint``)."""
 
@@ -96,7 +96,8 @@ class Pair:
         lead, fol = self.rec.series(0), self.rec.series(1)
         print(f"err_now: {err[worst]:+.3e} at {t[worst] - t_end:+.4f} s of {len(t)} samples; leader samples "
               f"{np.count_nonzero((lead[:, 0] >= t_end - 0.2) & (lead[:, 0] <= t_end))}, largest stamp gaps "
-              f"leader {np.diff(lead[-60:, 0]).max() * 1e3:.1f} ms, follower {np.diff(fol[-250:, 0]).max() * 1e3:.1f} ms")
+              f"leader {np.diff(lead[-60:, 0]).max() * 1e3:.1f} ms, "
+              f"follower {np.diff(fol[-60:, 0]).max() * 1e3:.1f} ms")
         return float(np.abs(err).max())
 
     @contextmanager
@@ -134,7 +135,7 @@ def mimic_pair(bus: Mapping[str, str], tmp: Path, m: float, off: float, ref: flo
         env = _env(bus, UAVCAN__NODE__ID=str(FOLLOWER), UAVCAN__SUB__MIMIC_LEADER__ID=str(DYN),
                    UAVCAN__SUB__MIMIC_LEADER_FEEDBACK__ID=str(FB), UAVCAN__PUB__DYNAMICS__ID=str(F_DYN),
                    UAVCAN__SUB__SETPOINT_SERVO__ID=str(F_SP), UAVCAN__SUB__READINESS__ID=str(F_READY),
-                   SERVO__DYNAMICS_RATE="500", SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S),
+                   SERVO__DYNAMICS_RATE="200", SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S),
                    SERVO__MIMIC__MULTIPLIER=str(m), SERVO__MIMIC__OFFSET=str(off), SERVO__MIMIC__REFERENCE=str(ref),
                    **LIMITS)
         follower = stack.enter_context(popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / "follower.db")],

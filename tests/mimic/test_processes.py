@@ -310,7 +310,8 @@ def test_follower_keeps_the_relation(bus: Callable[[], dict[str, str]], tmp_path
         f_end = rec.latest(1)[1]
         stroke = abs(m * 1.0)
         print(f"rest to rest: relation error {abs(f_end - pair.relation(np.array(p_goal))):.2e} (stroke {stroke:.3g})")
-        assert abs(f_end - pair.relation(np.array(p_goal))) <= 1e-3 * stroke
+        assert abs(f_end - pair.relation(np.array(p_goal))) <= 1e-3 * stroke, (
+            pair.follower_regs.json("sys.status"), pair.mimic(), pair.follower_regs.json("sys.timing"))
         assert pair.mimic()["lags"] > lags, "the leader was faster than the follower: lag not flagged"
         judge_reference(pair.motion)
         judge_joint(rec.series(1), t_in - 0.5, t_rest)

@@ -16,7 +16,7 @@ import uavcan.node
 
 from sim_plant import arm
 from sim_plant_node._arm_plant import JOINTS
-from tests.procs import SIM_PLANT, start, stop
+from tests.procs import SIM_PLANT, realtime, start, stop
 
 from .conftest import STARTUP_TIMEOUT, Bus, Ids, clean_env
 
@@ -53,6 +53,7 @@ async def arm_node(tmp_path: Path) -> AsyncIterator[list[Bus]]:
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"sim-plant --arm did not come up:\n{log.read_text()}")
             await asyncio.sleep(0.1)
+        realtime(proc.pid)  # Above this process (the plant integrates in real time; a drive would hold its joint).
         yield buses
     finally:
         for b in buses:

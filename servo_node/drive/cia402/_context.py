@@ -55,7 +55,7 @@ class DriveContext:
         self.booted = False
         """A boot-up was heard since the drive was last brought up: its communication parameters are power-on."""
         self.heard = threading.Event()
-        """Set at each heartbeat, guarding answer or boot-up (a silent drive's bring-up waits on it)."""
+        """Set at its boot-up message (a bring-up that waits to try again tries at once)."""
         self.polled_at = -math.inf
         """When the worker last read the objects no TPDO carries (:attr:`._bringup.PdoLayout.polled`)."""
         self.p_counts = 0

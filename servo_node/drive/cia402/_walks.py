@@ -186,7 +186,8 @@ def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bo
                 if time.monotonic() < boot_until and c.fault is None:
                     _logger.info("%s: waiting for its boot-up (%s)", c.name, ex)
                     c.walking = False
-                    c.heard.wait(min(ANSWER_RETRY_S, max(0.0, boot_until - time.monotonic())))
+                    if _pause(c, min(ANSWER_RETRY_S, max(0.0, boot_until - time.monotonic()))):
+                        return
                     _drain(c)
                     continue  # A drive booting: no error before boot_timeout; its boot-up ends the wait.
                 failure = (ErrorCode.DRIVE_FAULT, f"{c.name}: {ex} (none within servo.drive.canopen.boot_timeout "
@@ -209,11 +210,20 @@ def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bo
                 answered(False)
             finally:
                 c.walking = False
-            if c.closing.wait(ANSWER_RETRY_S):
+            if _pause(c, ANSWER_RETRY_S):
                 return
             _drain(c)
     finally:
         c.walking = False
+
+
+def _pause(c: DriveContext, seconds: float) -> bool:
+    """Wait before the next attempt; a boot-up heard ends the wait at once. True: closed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not c.heard.is_set():
+        if c.closing.wait(0.05):
+            return True
+    return c.closing.is_set()
 
 
 def _drain(c: DriveContext) -> None:

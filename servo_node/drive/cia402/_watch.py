@@ -91,7 +91,8 @@ class Watch:
         """A heartbeat, a boot-up or an answer to node guarding (its state; bit 7, guarding's toggle, aside)."""
         if data and self._on_heartbeat_state is not None:
             self._on_heartbeat_state(data[0] & 0x7F)
-            self.c.heard.set()
+            if data[0] == od.NMT_BOOT_UP:
+                self.c.heard.set()
 
     def _on_emcy(self, _can_id: int, data: bytes, _timestamp: float) -> None:
         if len(data) < 3:

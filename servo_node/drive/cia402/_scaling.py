@@ -93,8 +93,6 @@ def derive(node: Any, s: Settings) -> tuple[Scale, str | None]:
 
 def _checked(scale: Scale, objects: str) -> Scale:
     if scale.position < MIN_COUNTS_PER_UNIT:
-        raise BringUpError(
-            f"{objects} makes {scale.position:.3g} counts per unit (1 count = {1.0 / scale.position:.3g} unit), "
-            f"coarser than {MIN_COUNTS_PER_UNIT:g}: set servo.drive.canopen.counts_per_unit to the drive's counts "
-            "per rad (or m)")
+        raise BringUpError(f"{objects} gives {scale.position:.3g} counts per unit (< {MIN_COUNTS_PER_UNIT:g}): set "
+                           "servo.drive.canopen.counts_per_unit")
     return scale

@@ -120,8 +120,9 @@ class Cia402Drive:
             if index == ob.CONTROLWORD:
                 self._on_controlword(int(value))
             elif index == ob.MODES_OF_OPERATION:
+                if self._v[ob.MODES_OF_OPERATION_DISPLAY] != int(value):
+                    self.motion.disabled()  # A new mode starts afresh (an RPDO repeating the mode changes nothing).
                 self._v[ob.MODES_OF_OPERATION_DISPLAY] = int(value)
-                self.motion.disabled()
 
     def write_entry(self, index: int, sub: int, value: int) -> None:
         """A new value of a sub-indexed drive object: the interpolation data record 0x60C1:01."""

@@ -186,7 +186,7 @@ class Motion:
         """(homing attained, target reached, homing error) for the statusword in mode 6."""
         h = self.homing
         if h is None:
-            return False, at_rest, False
+            return False, False, False  # Not started: none of them (as in progress).
         attained = h.phase is Phase.ATTAINED
         error = h.phase is Phase.ERROR
         return attained, (attained or error or not h.running) and at_rest, error

@@ -171,6 +171,8 @@ class Worker:
             c.lose_control(verdict, escalate=False)
         elif c.fault is None:
             silent = time.monotonic() - c.nmt_at
+            if silent <= max(3.0 * c.s.heartbeat_s, c.s.lost_after_s):
+                return  # Heard again meanwhile (a stalled host's late heartbeat): nothing was lost.
             what = "heartbeat" if c.comm.watch != "guarding" else "answer to guarding"
             c.set_fault(ErrorCode.DRIVE_LOST, f"{c.name}: {what} silent for {silent:.3g} s though its PDOs come "
                         f"(0x1017 {'unreadable' if value is None else f'= {value}'})")

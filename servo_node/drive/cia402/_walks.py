@@ -137,22 +137,21 @@ def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> N
 
 def reset_held(c: DriveContext) -> None:
     """Fault reset: controlword bit 7 from 0 to 1, held until the drive leaves FAULT (drives that take the reset only
-    with the bit held), and a second edge halfway through ``timeout`` (drives whose fault was still present at the
-    first edge); within ``timeout`` in all.
+    with the bit held a while), within ``timeout``; if it is still in FAULT, a second edge held as long (drives whose
+    fault was still present at the first edge). A second edge sooner would cut short a hold the drive needs.
 
     :raises BringUpError: still in FAULT (the error names its state), or interrupted."""
-    deadline = time.monotonic() + c.s.timeout_s
-    for part in (0.5, 1.0):
+    for edge in (1, 2):
         c.cw = od.CW_DISABLE_VOLTAGE
         time.sleep(2 * c.s.period_s)
         c.cw = od.CW_FAULT_RESET
         try:
-            wait_state(c, "SWITCH ON DISABLED", max(0.0, deadline - time.monotonic()) * part)
+            wait_state(c, "SWITCH ON DISABLED", c.s.timeout_s)
             return
         except WalkInterruptedError:
             raise
         except BringUpError:
-            if part == 1.0 or c.closing.is_set():
+            if edge == 2 or c.closing.is_set():
                 raise
 
 

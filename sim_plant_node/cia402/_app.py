@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import math
 import os
@@ -19,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import can
@@ -55,6 +56,10 @@ boot-up), as a drive that takes seconds to boot, then sends its boot-up message.
 FAULT_RESET_HOLD_ENV = "SIM_PLANT_CANOPEN_FAULT_RESET_HOLD"
 """Environment variable (seconds, > 0): a fault reset takes controlword bit 7 held set that long (a rising edge
 alone does nothing), as on drives that need the edge held. For tests; not a register."""
+
+SDO_DROP_ENV = "SIM_PLANT_CANOPEN_SDO_DROP"
+"""Environment variable (N > 0): every N-th SDO request goes unanswered, as a drive too busy to answer on time (a
+master's SDO timeout and retries are what carries it). For tests; not a register."""
 
 LIMIT_SWITCHES_ENV = "SIM_PLANT_CANOPEN_LIMIT_SWITCHES"
 """Environment variable ``NEG POS`` (joint units): the negative and positive limit switch positions (homing 17/18,
@@ -131,6 +136,17 @@ def switches_from_env(env: Mapping[str, str]) -> tuple[float, float]:
     return negative, positive
 
 
+def _dropping(on_request: Callable[[int, bytearray, float], None], every: int) -> Callable[..., None]:
+    """``on_request`` that leaves every ``every``-th SDO request unanswered."""
+    count = itertools.count(1)
+
+    def on(can_id: int, data: bytearray, timestamp: float) -> None:
+        if next(count) % every:
+            on_request(can_id, data, timestamp)
+
+    return on
+
+
 def load_dictionary(path: str, node_id: int) -> Any:
     """A drive's EDS or DCF as canopen reads it.
 
@@ -158,11 +174,13 @@ class Emulator:
         eds: str | None = None,
         boot_delay: float = 0.0,
         fault_reset_hold: float = 0.0,
+        sdo_drop: int = 0,
         switches: tuple[float, float] = DEFAULT_LIMIT_SWITCHES,
     ) -> None:
         """Describe the emulator; nothing is opened before :meth:`start`. ``eds``: a drive's EDS or DCF to present
         (None: the shipped one); ``boot_delay``: silent that long before its boot-up [second];
-        ``fault_reset_hold``: see :data:`FAULT_RESET_HOLD_ENV`; ``switches``: the limit switches [unit]."""
+        ``fault_reset_hold``: see :data:`FAULT_RESET_HOLD_ENV`; ``sdo_drop``: see :data:`SDO_DROP_ENV`;
+        ``switches``: the limit switches [unit]."""
         if not 1 <= node_id <= 127:
             raise ValueError(f"CANopen node-ID must be 1..127, got {node_id}")
         self.params = params
@@ -176,6 +194,7 @@ class Emulator:
         self._eds = eds
         self._boot_delay = boot_delay
         self._fault_reset_hold = fault_reset_hold
+        self._sdo_drop = sdo_drop
         self._switches = switches
         self.units: pf.Units | None = None
         """What a count of its position and velocity objects means (once started)."""
@@ -241,6 +260,8 @@ class Emulator:
     def _boot(self) -> None:
         """Join the bus: the SDO server, the boot-up message, PRE-OPERATIONAL."""
         assert self.network is not None and self.node is not None and self.drive is not None
+        if self._sdo_drop > 0:
+            self.node.sdo.on_request = _dropping(self.node.sdo.on_request, self._sdo_drop)  # Before it subscribes.
         self.network[self.node_id] = self.node
         self.node.boot()
         self.drive.ready()
@@ -314,6 +335,7 @@ async def run(registry_file: str | None, fresh_registry: bool, node_id: int, ifa
             eds=eds,
             boot_delay=fault_after_from_env(os.environ, BOOT_DELAY_ENV),
             fault_reset_hold=fault_after_from_env(os.environ, FAULT_RESET_HOLD_ENV),
+            sdo_drop=int(os.environ.get(SDO_DROP_ENV, "").strip() or 0),
             switches=switches_from_env(os.environ),
         )
 

@@ -209,3 +209,26 @@ def test_homing_by_the_current_position_or_the_negative_limit_switch(method: int
                          and isinstance(reader.json("sys.motion")["settled"], float), timeout=120, what="moved 1")
         finally:
             readings.close()
+
+
+@pytest.mark.parametrize("retries", [2, 0])
+def test_sdo_retries_carry_a_drive_that_leaves_requests_unanswered(retries: int, tmp_path: Path) -> None:
+    """A drive leaving every third SDO request unanswered: with ``servo.drive.canopen.sdo_retries`` = 2 each request
+    gets its answer at the second try and the drive comes up; with 0 no bring-up gets through its requests, error 11
+    says there was no answer, and the drive is never enabled."""
+    iface = private_iface()
+    env = _env(iface, ["x"], {"SERVO__DRIVE__CANOPEN__SDO_RETRIES": str(retries),
+                              "SERVO__DRIVE__CANOPEN__SDO_TIMEOUT": "0.3",
+                              "SERVO__DRIVE__CANOPEN__BOOT_TIMEOUT": "0"})
+    with Emulator(PARAMS, 1, iface, sdo_drop=3) as em, _servo(env, tmp_path) as reader:
+        if retries:
+            wait_for(lambda: reader.json("sys.drive").get("state") == "SWITCHED ON", timeout=180, what="up")
+            wait_for(lambda: reader.json("sys.status")["servo"]["state"] == "standby", timeout=30, what="standby")
+            return
+        s = wait_for(lambda: (s := reader.json("sys.status")["servo"])["error"] == 11 and s, timeout=180,
+                     what="error 11")
+        print(s["reason"])
+        assert "no answer" in s["reason"] or "SDO" in s["reason"], s
+        time.sleep(5.0)  # Several more attempts (one a second), each failing on the same every third request.
+        assert reader.json("sys.drive").get("state") != "SWITCHED ON"
+        assert 4 not in em.drive.transitions  # type: ignore[union-attr]  # Never enabled.

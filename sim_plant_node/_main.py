@@ -1,6 +1,6 @@
 """The ``sim-plant`` command line: parse the flags, compile the DSDL, then import and run the node (Cyphal/UDRAL, or
-with ``--canopen NODE_ID --can IFACE`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`, or with
-``--odrive NODE_ID --can IFACE`` the emulated ODrive of :mod:`sim_plant_node.odrive`).
+with ``--canopen NODE_ID --can IFACE [--eds FILE]`` the emulated CiA 402 drive of :mod:`sim_plant_node.cia402`, or
+with ``--odrive NODE_ID --can IFACE`` the emulated ODrive of :mod:`sim_plant_node.odrive`).
 
 ``sim-plant arm-step …`` is an offline subcommand (:mod:`sim_plant_node._arm_step`: the coupled arm's step response
 against an independent integration); any other first argument is the node's options, as before.
@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         "virtual:NAME",
     )
     ap.add_argument(
+        "--eds",
+        metavar="FILE",
+        help="with --canopen: present this drive's EDS or DCF (its PDOs, modes, units, identity, communication "
+        "objects) instead of the shipped one",
+    )
+    ap.add_argument(
         "--arm",
         action="store_true",
         help="serve the coupled 3-DOF arm's base, shoulder and elbow as three UDRAL drives (ports <joint>.setpoint "
@@ -75,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     can_drive = args.canopen if args.canopen is not None else args.odrive
     if (can_drive is None) != (args.can is None):
         ap.error("--canopen NODE_ID (or --odrive NODE_ID) and --can IFACE go together")
+    if args.eds is not None and args.canopen is None:
+        ap.error("--eds goes with --canopen NODE_ID --can IFACE")
     if args.arm and can_drive is not None:
         ap.error("--arm is a Cyphal node; it does not go with --canopen or --odrive")
     if args.canopen is not None and not 1 <= args.canopen <= 127:
@@ -98,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.canopen is not None:
             from .cia402._app import run as run_canopen  # Deferred: the registers need the compiled DSDL.
 
-            return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can))
+            return asyncio.run(run_canopen(registry_file, args.fresh_registry, args.canopen, args.can, args.eds))
         if args.odrive is not None:
             from .odrive._app import run as run_odrive  # Deferred: the registers need the compiled DSDL.
 

@@ -5,12 +5,9 @@ calls :meth:`Cia402Drive.cycle` at each SYNC (or on the drive's own clock withou
 TPDOs and SDO uploads carry (:meth:`Cia402Drive.read`). All methods are thread-safe (one lock).
 
 Motion: the joint (:class:`sim_plant_node._plant.Plant`) runs continuously in real time like a drive's inner loops;
-a cycle latches the targets. CSV: the joint's velocity controller gets target velocity + velocity offset; CST: the
-motor force is target torque + torque offset; CSP: each new target starts the drive's interpolating position loop
-(:meth:`~sim_plant_node._plant.Plant.track`, at the physics rate): the reference is extrapolated from the target
-with the velocity offset and, as acceleration feed-forward, torque offset / ``sim.inertia``, and the joint's
-velocity controller gets reference velocity + ``sim.control_p``·(reference − position). Stops are the plant's
-constant-deceleration ramp (quick stop 0x6085, slow down 0x6084) ending with the motor off.
+a cycle latches the targets and applies the mode (:mod:`._modes`: CSV, CST, CSP, IP, homing). Stops are the
+plant's constant-deceleration ramp (quick stop 0x6085, slow down 0x6084, in velocity units per second) ending with
+the motor off. Positions and velocities are in the drive's units (:class:`._profile.Units`).
 """
 
 from __future__ import annotations
@@ -23,9 +20,11 @@ import time
 from collections.abc import Callable, Mapping
 
 from .. import _plant
-from .._plant import Command, Mode, Plant, interpret
+from .._plant import Command, Mode, Plant
 from . import _objects as ob
 from . import _statemachine as sm
+from ._modes import Motion
+from ._profile import Units
 from ._statemachine import State
 
 _logger = logging.getLogger(__name__)
@@ -34,9 +33,6 @@ NAN = math.nan
 
 MAX_LATCH_AGE_S = 0.1
 """Oldest physics step carried forward to a SYNC's instant (older: a stall; the step is reported as it is)."""
-
-CSP_HORIZON_S = 0.05
-"""How long the CSP interpolator extrapolates a target without a newer one before holding where it got."""
 
 EmcyCallback = Callable[[int, int], None]
 """(error code, error register): send an EMCY (code 0 = error reset)."""
@@ -59,39 +55,46 @@ class Cia402Drive:
         self,
         plant: Plant,
         defaults: Mapping[int, int],
-        counts_per_unit: float,
+        units: Units,
         emcy: EmcyCallback,
         fault_after: float = 0.0,
+        *,
+        modes: tuple[int, ...] = ob.MODES,
+        supported: int = ob.SUPPORTED_MODES_BITS,
+        lookup: Callable[[int, int], int | None] = lambda index, sub: None,
+        switches: tuple[float, float] = (-1.0, 1.0),
+        fault_reset_hold: float = 0.0,
     ) -> None:
         """Start in NOT READY TO SWITCH ON with the motor off; ``defaults``: initial values of
         :data:`~._objects.DRIVE_OBJECTS`; ``fault_after``: seconds after the first OPERATION ENABLED at which an
-        over-current fault is injected (0: never)."""
+        over-current fault is injected (0: never); ``modes``: the 0x6060 values it takes, ``supported``: its 0x6502;
+        ``lookup(index, sub)``: the node's other objects (interpolation period, homing speeds); ``switches``: its
+        limit switches [unit]; ``fault_reset_hold``: how long controlword bit 7 must stay set for a fault reset
+        [second] (0: the rising edge)."""
         self._plant = plant
-        self._cpu = float(counts_per_unit)
+        self._units = units
         self._emcy = emcy
         self._lock = threading.RLock()
         self._v: dict[int, int] = {i: int(defaults.get(i, 0)) for i in ob.DRIVE_OBJECTS}
-        self._v[ob.SUPPORTED_DRIVE_MODES] = ob.SUPPORTED_MODES_BITS
+        self._v[ob.SUPPORTED_DRIVE_MODES] = supported
         self._v[ob.MODES_OF_OPERATION_DISPLAY] = self._v[ob.MODES_OF_OPERATION]
+        self._allowed = {**ob.ALLOWED, ob.MODES_OF_OPERATION: modes}
+        self.motion = Motion(plant, units, self._v, lookup, switches)
+        self._fault_reset_hold = fault_reset_hold
+        self._reset_asked_at: float | None = None
         self.state = State.NOT_READY_TO_SWITCH_ON
         self.transitions: list[int] = [0]
         """Transition numbers taken so far (diagnostics and tests)."""
         self.error_register = 0
         self._controlword = 0
-        self._offset = 0  # Position actual = round(q·cpu) + offset [increments]; homing sets it.
         self._sample = plant.sample()
         self._ramping = False  # A stop ramp is running in the plant (ends with the motor off).
         self._hold_after_ramp = False  # …after which the motor holds velocity 0 (quick stop "stay", halt).
-        self._homing_attained = False
-        self._homing_edge = False
         self._following_since: float | None = None
         self._following_error = False
-        self._internal_limit = False
         self._comm_warning = False
         self._fault_after = fault_after
         self._fault_at: float | None = None
-        self._targets_written = 0  # Writes of the CSP targets so far, and the count the interpolator last took.
-        self._targets_seen = -1
 
     # ------------------------------------------------------------------ inputs
 
@@ -108,17 +111,25 @@ class Cia402Drive:
         with self._lock:
             if index in (ob.STATUSWORD, ob.MODES_OF_OPERATION_DISPLAY, ob.SUPPORTED_DRIVE_MODES, ob.ERROR_CODE):
                 raise RefusedError(f"0x{index:04X} is read-only")
-            allowed = ob.ALLOWED.get(index)
+            allowed = self._allowed.get(index)
             if allowed is not None and value not in allowed:
                 raise RefusedError(f"0x{index:04X} = {value} is not one of {allowed}")
             self._v[index] = int(value)
             if index in (ob.TARGET_POSITION, ob.VELOCITY_OFFSET, ob.TORQUE_OFFSET):
-                self._targets_written += 1
+                self.motion.targets_written += 1
             if index == ob.CONTROLWORD:
                 self._on_controlword(int(value))
             elif index == ob.MODES_OF_OPERATION:
+                if self._v[ob.MODES_OF_OPERATION_DISPLAY] != int(value):
+                    self.motion.disabled()  # A new mode starts afresh (an RPDO repeating the mode changes nothing).
                 self._v[ob.MODES_OF_OPERATION_DISPLAY] = int(value)
-                self._homing_attained = False
+
+    def write_entry(self, index: int, sub: int, value: int) -> None:
+        """A new value of a sub-indexed drive object: the interpolation data record 0x60C1:01."""
+        with self._lock:
+            if (index, sub) == (ob.INTERPOLATION_DATA, 1):
+                self.motion.ip_target = int(value)
+                self.motion.ip_written += 1
 
     def fault(self, code: int, register: int) -> None:
         """A fault: transition 13, EMCY, 0x603F/0x1001 set, then the fault reaction (0x605E)."""
@@ -183,13 +194,24 @@ class Cia402Drive:
     def _on_controlword(self, cw: int) -> None:
         previous, self._controlword = self._controlword, cw
         self._v[ob.CONTROLWORD] = cw
-        self._take(sm.on_controlword(self.state, cw, previous, self._v[ob.QUICK_STOP_OPTION]))
+        if self.state is State.FAULT and self._fault_reset_hold > 0.0:
+            self._hold_fault_reset(cw, previous)
+        else:
+            self._take(sm.on_controlword(self.state, cw, previous, self._v[ob.QUICK_STOP_OPTION]))
         if self.state is State.OPERATION_ENABLED:
             if cw & sm.CW_HOMING_START and not previous & sm.CW_HOMING_START:
-                self._homing_edge = True
+                self.motion.homing_edge = True
             halted = bool(cw & sm.CW_HALT)
             if halted and not previous & sm.CW_HALT:
                 self._stop_by_option(self._v[ob.HALT_OPTION], hold=True)
+
+    def _hold_fault_reset(self, cw: int, previous: int) -> None:
+        """A drive that resets a fault only once bit 7 stayed set for ``fault_reset_hold``: the rising edge starts
+        the count (:meth:`supervise` ends it), a falling one cancels it."""
+        if cw & sm.CW_FAULT_RESET and not previous & sm.CW_FAULT_RESET:
+            self._reset_asked_at = time.monotonic()
+        elif not cw & sm.CW_FAULT_RESET:
+            self._reset_asked_at = None
 
     def _take(self, t: sm.Transition | None) -> None:
         """Enter the transition's target state and do what its numbers mean for the motor."""
@@ -199,6 +221,8 @@ class Cia402Drive:
         self.transitions.extend(t.numbers)
         _logger.info("CiA 402: %s → %s (%s)", before.value, t.target.value, ", ".join(map(str, t.numbers)))
         n = t.numbers[-1]
+        if n in (4, 5, 8, 9, 11, 13, 16):
+            self.motion.disabled()
         if n in (4, 16):
             self._ramping = self._hold_after_ramp = False
             self._following_since, self._following_error = None, False
@@ -226,9 +250,9 @@ class Cia402Drive:
             self._motor_off()
             return False
         if option == 1:
-            decel = self._v[ob.PROFILE_DECELERATION] / self._cpu
+            decel = self._v[ob.PROFILE_DECELERATION] / self._units.velocity
         elif option == 2:
-            decel = self._v[ob.QUICK_STOP_DECELERATION] / self._cpu
+            decel = self._v[ob.QUICK_STOP_DECELERATION] / self._units.velocity
         else:
             decel = math.inf
         p = self._plant.params
@@ -249,10 +273,13 @@ class Cia402Drive:
     def cycle(self) -> None:
         """One drive cycle: apply the latched targets of the mode in OPERATION ENABLED, then sample the joint."""
         with self._lock:
+            now = time.monotonic()
+            self.motion.cycled(now)
             if self.state is State.OPERATION_ENABLED and not self._ramping and not self._hold_after_ramp:
                 if not self._controlword & sm.CW_HALT:
-                    self._apply_mode()
-            now = time.monotonic()
+                    p = self._plant.params
+                    torque_limit = p.max_force * min(self._v[ob.MAX_TORQUE], 1000) / 1000.0
+                    self.motion.apply(self._v[ob.MODES_OF_OPERATION_DISPLAY], self._controlword, torque_limit, now)
             self._sample = self._latched(now)
             self._update_following_error(now)
 
@@ -266,12 +293,17 @@ class Cia402Drive:
         return dataclasses.replace(s, monotonic=now, position=s.position + s.velocity * age)
 
     def supervise(self, now: float | None = None) -> None:
-        """Ramps that ended, the injected fault's time: called often (≥ 50 Hz) whatever the SYNC does."""
+        """Ramps that ended, a fault reset held long enough, the injected fault's time: called often (≥ 50 Hz)
+        whatever the SYNC does."""
         with self._lock:
             now = time.monotonic() if now is None else now
             if self._fault_at is not None and now >= self._fault_at and self.state is State.OPERATION_ENABLED:
                 self._fault_at = math.inf  # Once per process.
                 self.fault(ob.EMCY_OVER_CURRENT, ob.ERR_CURRENT)
+            asked = self._reset_asked_at
+            if asked is not None and self.state is State.FAULT and now - asked >= self._fault_reset_hold:
+                self._reset_asked_at = None
+                self._take(sm.Transition(State.SWITCH_ON_DISABLED, (15,)))
             if self._ramping and self._plant.sample().mode is Mode.PASSIVE:
                 self._ramping = False
                 if self._hold_after_ramp:
@@ -281,48 +313,13 @@ class Cia402Drive:
             if not self._controlword & sm.CW_HALT and self._hold_after_ramp and self.state is State.OPERATION_ENABLED:
                 self._hold_after_ramp = self._ramping = False  # Halt released: follow the targets again.
 
-    def _apply_mode(self) -> None:
-        p = self._plant.params
-        mode = self._v[ob.MODES_OF_OPERATION_DISPLAY]
-        cpu = self._cpu
-        homing_edge, self._homing_edge = self._homing_edge, False
-        torque_limit = p.max_force * min(self._v[ob.MAX_TORQUE], 1000) / 1000.0
-        rated = self._v[ob.RATED_TORQUE] / 1000.0
-        if mode == ob.MODE_CSV:
-            v = (self._v[ob.TARGET_VELOCITY] + self._v[ob.VELOCITY_OFFSET]) / cpu
-            self._internal_limit = abs(v) > p.max_velocity
-            command = interpret(NAN, v, torque_limit, p.max_velocity, p.max_force)
-        elif mode == ob.MODE_CST:
-            f = (self._v[ob.TARGET_TORQUE] + self._v[ob.TORQUE_OFFSET]) / 1000.0 * rated
-            self._internal_limit = abs(f) > torque_limit
-            f = max(-torque_limit, min(torque_limit, f))
-            command = Command(Mode.FORCE, motor_force=p.max_force, force=f)
-        elif mode == ob.MODE_CSP:
-            if self._targets_seen == self._targets_written and self._plant.sample().mode is Mode.TRACK:
-                return  # No new target since the last cycle: the interpolator goes on from the last one.
-            self._targets_seen = self._targets_written
-            target = (self._v[ob.TARGET_POSITION] - self._offset) / cpu
-            v = self._v[ob.VELOCITY_OFFSET] / cpu
-            a = (self._v[ob.TORQUE_OFFSET] / 1000.0 * rated) / p.inertia
-            self._internal_limit = abs(v) > p.max_velocity
-            self._plant.track(target, v, a, p.control_p, torque_limit, CSP_HORIZON_S)
-            return
-        else:  # No mode, or homing: hold still (homing on the current position needs no motion).
-            if mode == ob.MODE_HOMING and homing_edge:
-                self._offset = self._v[ob.HOME_OFFSET] - _clip(self._plant.sample().position * cpu, 64)
-                self._homing_attained = True
-                _logger.info("Homed: position actual is now the home offset %d", self._v[ob.HOME_OFFSET])
-            self._internal_limit = False
-            command = Command(Mode.VELOCITY, math.inf, 0.0, torque_limit)
-        if command is not None:
-            self._plant.apply(command)
-
     def _update_following_error(self, now: float) -> None:
-        if self.state is not State.OPERATION_ENABLED or self._v[ob.MODES_OF_OPERATION_DISPLAY] != ob.MODE_CSP:
+        target = self.motion.following_target(self._v[ob.MODES_OF_OPERATION_DISPLAY])
+        if self.state is not State.OPERATION_ENABLED or target is None:
             self._v[ob.FOLLOWING_ERROR_ACTUAL] = 0
             self._following_since, self._following_error = None, False
             return
-        error = self._v[ob.TARGET_POSITION] - self.position_actual()
+        error = target - self.position_actual()
         self._v[ob.FOLLOWING_ERROR_ACTUAL] = _clip(error, 32)
         if abs(error) <= self._v[ob.FOLLOWING_ERROR_WINDOW]:
             self._following_since, self._following_error = None, False
@@ -334,8 +331,13 @@ class Cia402Drive:
     # ------------------------------------------------------------------ outputs
 
     def position_actual(self) -> int:
-        """0x6064 [increments] at the latest cycle."""
-        return _clip(self._sample.position * self._cpu, 64) + self._offset
+        """0x6064 [counts] at the latest cycle."""
+        return self.motion.counts(self._sample.position)
+
+    def digital_inputs(self) -> int:
+        """0x60FD: bit 0 the negative limit switch, bit 1 the positive one (active at or beyond its position)."""
+        q, (negative, positive) = self._sample.position, self.motion.switches
+        return (1 if q <= negative else 0) | (2 if q >= positive else 0)
 
     def statusword(self) -> int:
         """0x6041: the state's bits plus remote, warning, target reached, internal limit and mode-specific bits."""
@@ -347,31 +349,25 @@ class Cia402Drive:
             if self._following_error or self._comm_warning:
                 sw |= sm.SW_WARNING
             if self.state is State.OPERATION_ENABLED:
-                if self._internal_limit:
+                if self.motion.internal_limit:
                     sw |= sm.SW_INTERNAL_LIMIT
                 if mode == ob.MODE_HOMING:
-                    sw |= (sm.SW_OP_MODE_12 | (sm.SW_TARGET_REACHED if at_rest else 0)) if self._homing_attained else 0
+                    attained, reached, error = self.motion.homing_bits(at_rest)
+                    sw |= (sm.SW_OP_MODE_12 if attained else 0) | (sm.SW_TARGET_REACHED if reached else 0)
+                    sw |= sm.SW_OP_MODE_13 if error else 0
                 else:
                     halted = bool(self._controlword & sm.CW_HALT)
-                    if mode in (ob.MODE_CSP, ob.MODE_CSV, ob.MODE_CST) and not halted:
-                        sw |= sm.SW_OP_MODE_12
-                    if self._target_reached(mode, halted, at_rest):
+                    if (mode in (ob.MODE_CSP, ob.MODE_CSV, ob.MODE_CST) or (mode == ob.MODE_IP
+                            and self.motion.ip_active)) and not halted:
+                        sw |= sm.SW_OP_MODE_12  # CSx: following the command; IP: ip mode active.
+                    if (at_rest and not self._ramping) if halted else self.motion.target_reached(
+                            mode, s, self.position_actual()):
                         sw |= sm.SW_TARGET_REACHED
-                    if mode == ob.MODE_CSP and self._following_error:
+                    if mode in (ob.MODE_CSP, ob.MODE_IP) and self._following_error:
                         sw |= sm.SW_OP_MODE_13
             elif self.state is State.QUICK_STOP_ACTIVE and at_rest and not self._ramping:
                 sw |= sm.SW_TARGET_REACHED
             return sw
-
-    def _target_reached(self, mode: int, halted: bool, at_rest: bool) -> bool:
-        if halted:
-            return at_rest and not self._ramping
-        s = self._sample
-        if mode == ob.MODE_CSP:
-            return abs(self._v[ob.TARGET_POSITION] - self.position_actual()) <= self._v[ob.POSITION_WINDOW]
-        if mode == ob.MODE_CSV:
-            return abs(self._v[ob.TARGET_VELOCITY] - s.velocity * self._cpu) <= self._v[ob.VELOCITY_WINDOW]
-        return mode == ob.MODE_CST
 
     def read(self, index: int) -> int | None:
         """The value of a drive object (None: not the drive's), as of the latest cycle."""
@@ -381,8 +377,10 @@ class Cia402Drive:
             if index == ob.POSITION_ACTUAL:
                 return _clip(self.position_actual(), 32)
             if index == ob.VELOCITY_ACTUAL:
-                return _clip(self._sample.velocity * self._cpu, 32)
+                return _clip(self._sample.velocity * self._units.velocity, 32)
             if index == ob.TORQUE_ACTUAL:
                 rated = self._v[ob.RATED_TORQUE] / 1000.0
                 return _clip(1000.0 * self._sample.force / rated, 16) if rated > 0.0 else 0
+            if index == ob.DIGITAL_INPUTS:
+                return self.digital_inputs()
             return self._v.get(index)

@@ -4,17 +4,22 @@ canopen's ``LocalNode`` gives the SDO server, the NMT slave with its heartbeat p
 producer; it leaves to the application what makes a device: PDOs that follow their configuration, the SYNC
 consumer, the heartbeat consumer. This module adds them, using canopen's PDO maps for every frame:
 
-* PDO configuration (0x1400…/0x1600…/0x1800…/0x1A00…) is re-read from the dictionary after every SDO write to it,
-  so a master remaps by SDO as on any device; mapping entries are checked (object exists, is mappable, length).
+* The PDOs the dictionary declares (0x1400…/0x1600…/0x1800…/0x1A00…, however many): their configuration is
+  re-read after every SDO write to it, so a master remaps by SDO as on any device; mapping entries are checked
+  (object exists, is mappable, length), a mapping holds at most the entries its object declares and 64 bits, and
+  only parameters the file makes writable take a write. A write beyond an object's LowLimit/HighLimit is refused.
   With ``fixed_mapping`` the mapping parameters (0x1600…, 0x1A00…) are read-only, as on drives whose PDO mapping is
   fixed: every write to them is aborted (0x06010002); the communication parameters stay writable.
 * RPDOs of transmission type 0…240 are latched and written into the dictionary at the next SYNC, 254/255 at once;
   TPDOs of type 1…240 are sent every n-th SYNC (0: at a SYNC when their data changed), 254/255 on change and on
   their event timer. PDOs only in NMT OPERATIONAL.
-* SYNC (COB-ID 0x1005): latch RPDOs, run one drive cycle, send the synchronous TPDOs. Without SYNC (none for 3
-  communication cycle periods 0x1006, at least 50 ms) :meth:`DriveNode.tick` runs the cycle on the drive's own clock.
-* Heartbeat consumer (0x1016): a monitored node's heartbeat silent for longer than its time (after the first one
-  was seen) → :meth:`~._drive.Cia402Drive.communication_lost`; NMT stopped or a reset while enabled does the same.
+* SYNC (COB-ID 0x1005; 0x080 without it): latch RPDOs, run one drive cycle, send the synchronous TPDOs. Without
+  SYNC (none for 3 communication cycle periods 0x1006, at least 50 ms) :meth:`DriveNode.tick` runs the cycle on the
+  drive's own clock.
+* Heartbeat consumer (0x1016, if the file has it): a monitored node's heartbeat silent for longer than its time
+  (after the first one was seen) → :meth:`~._drive.Cia402Drive.communication_lost`; NMT stopped or a reset while
+  enabled does the same. Node guarding and life guarding (0x100C/0x100D, if the file has them): :mod:`._guarding`.
+* Objects the file declares without a value have the values :func:`._profile.fill_ins` gives (after a reset too).
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ from canopen.sdo import SdoAbortedError
 
 from . import _objects as ob
 from ._drive import Cia402Drive, RefusedError
+from ._guarding import Guarding
+from ._profile import mapping_capacity
 
 _logger = logging.getLogger(__name__)
 
@@ -38,6 +45,8 @@ ABORT_VALUE_RANGE = 0x06090030
 ABORT_NOT_MAPPABLE = 0x06040041
 ABORT_PDO_LENGTH = 0x06040042
 ABORT_READ_ONLY = 0x06010002
+ABORT_VALUE_HIGH, ABORT_VALUE_LOW = 0x06090031, 0x06090032
+DEFAULT_SYNC_COB_ID = 0x80
 NO_SYNC_AFTER_S = 0.05
 """Least SYNC silence after which the drive cycles on its own clock."""
 
@@ -45,11 +54,20 @@ NO_SYNC_AFTER_S = 0.05
 class DriveNode(canopen.LocalNode):  # type: ignore[misc]
     """The CiA 402 device: object dictionary, PDOs, SYNC and heartbeat consumers around a drive."""
 
-    def __init__(self, node_id: int, object_dictionary: Any, drive: Cia402Drive, fixed_mapping: bool = False) -> None:
-        """Build the node from the dictionary (an EDS path or an ``ObjectDictionary``); not yet on a network."""
+    def __init__(self, node_id: int, object_dictionary: Any, drive: Cia402Drive, fixed_mapping: bool = False,
+                 fills: dict[tuple[int, int], Any] | None = None) -> None:
+        """Build the node from the dictionary (an EDS path or an ``ObjectDictionary``); not yet on a network.
+        ``fills``: the values of objects the file declares without one."""
         super().__init__(node_id, object_dictionary)
         self.drive = drive
         self.fixed_mapping = fixed_mapping
+        self._fills = dict(fills or {})
+        self._apply_fills(0, 0x10000)
+        self.guarding: Guarding | None = None
+        if ob.GUARD_TIME in self.object_dictionary and ob.LIFE_TIME_FACTOR in self.object_dictionary:
+            self.guarding = Guarding(node_id, lambda cob, data: self.network.send_message(cob, data),
+                                     lambda: int(self.nmt._state), self._guard_times, drive.communication_lost,
+                                     drive.communication_restored)
         self._lock = threading.RLock()
         self._pending: set[int] = set()  # RPDO numbers received since the last SYNC (synchronous types).
         self._sync_count = 0
@@ -65,6 +83,23 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
         self.add_write_callback(self._on_write)
         for m in self.rpdo.map.values():
             m.add_callback(self._on_rpdo)
+
+    def _apply_fills(self, low: int, high: int) -> None:
+        for (index, sub), value in self._fills.items():
+            if low <= index < high:
+                var = self._find_object(index, sub)
+                self.data_store.setdefault(index, {})[sub] = var.encode_raw(value)
+
+    def value(self, index: int, sub: int = 0) -> int | None:
+        """An object's value as a number (None: absent or not a number); what the drive looks up."""
+        try:
+            return int(self._find_object(index, sub).decode_raw(self.get_data(index, sub)))
+        except (SdoAbortedError, KeyError, TypeError, ValueError):
+            return None
+
+    def _guard_times(self) -> tuple[int, int, int]:
+        return (self.value(ob.PRODUCER_HEARTBEAT) or 0, self.value(ob.GUARD_TIME) or 0,
+                self.value(ob.LIFE_TIME_FACTOR) or 0)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -85,9 +120,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _configure_all(self) -> None:
         with self._lock:
-            for n in range(1, ob.PDO_COUNT + 1):
-                self._reload(self.rpdo.map[n])
-                self._reload(self.tpdo.map[n])
+            for m in (*self.rpdo.map.values(), *self.tpdo.map.values()):
+                self._reload(m)
             self._configure_sync()
             self._configure_heartbeat_consumer()
 
@@ -111,7 +145,7 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _configure_sync(self) -> None:
         self._unsubscribe(self._sync_cob_id, self._on_sync)
-        cob_id = int(self.sdo[ob.SYNC_COB_ID].raw) & 0x7FF
+        cob_id = (self.value(ob.SYNC_COB_ID) or DEFAULT_SYNC_COB_ID) & 0x7FF
         self._sync_cob_id = cob_id
         self.network.subscribe(cob_id, self._on_sync)
 
@@ -121,8 +155,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
         self._heartbeats.clear()
         self._seen.clear()
         self._lost.clear()
-        for sub in range(1, int(self.sdo[ob.CONSUMER_HEARTBEAT][0].raw) + 1):
-            entry = int(self.sdo[ob.CONSUMER_HEARTBEAT][sub].raw)
+        for sub in range(1, (self.value(ob.CONSUMER_HEARTBEAT, 0) or 0) + 1):
+            entry = self.value(ob.CONSUMER_HEARTBEAT, sub) or 0
             nid, ms = (entry >> 16) & 0x7F, entry & 0xFFFF
             if nid and ms:
                 self._heartbeats[nid] = ms / 1000.0
@@ -131,7 +165,7 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
     # ------------------------------------------------------------------ dictionary access
 
     def _on_read(self, index: int, subindex: int, od: Any) -> int | None:
-        if index in ob.DRIVE_OBJECTS:
+        if (index in ob.DRIVE_OBJECTS or index == ob.DIGITAL_INPUTS) and subindex == 0:
             return self.drive.read(index)
         if index == ob.ERROR_REGISTER:
             return self.drive.error_register
@@ -139,9 +173,17 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _on_write(self, index: int, subindex: int, od: Any, data: bytes) -> None:
         """Check and forward a write before the dictionary stores it (a raised abort refuses it)."""
-        if index in ob.DRIVE_OBJECTS:
+        value = od.decode_raw(data)
+        if isinstance(value, int) and od.min is not None and value < od.min:
+            raise SdoAbortedError(ABORT_VALUE_LOW)
+        if isinstance(value, int) and od.max is not None and value > od.max:
+            raise SdoAbortedError(ABORT_VALUE_HIGH)
+        if (index in ob.DRIVE_OBJECTS and subindex == 0) or (index, subindex) == (ob.INTERPOLATION_DATA, 1):
             try:
-                self.drive.write(index, od.decode_raw(data))
+                if subindex == 0:
+                    self.drive.write(index, value)
+                else:
+                    self.drive.write_entry(index, subindex, value)
             except RefusedError as ex:
                 _logger.info("Refused 0x%04X: %s", index, ex)
                 raise SdoAbortedError(ABORT_VALUE_RANGE) from None
@@ -161,9 +203,9 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
 
     def _check_mapping(self, receive: bool, index: int, subindex: int, value: int) -> None:
         """A mapping entry names an existing, mappable object of the PDO's direction with its length; the count
-        keeps the PDO within 8 entries and 64 bits."""
+        keeps the PDO within the entries its mapping object declares and 64 bits."""
         if subindex == 0:
-            if value > 8:
+            if value > mapping_capacity(self.object_dictionary, index):
                 raise SdoAbortedError(ABORT_VALUE_RANGE)
             bits = sum(int(self.sdo[index][s].raw) & 0xFF for s in range(1, value + 1))
             if bits > 64:
@@ -285,7 +327,7 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
         consumer timeouts, event-driven TPDOs."""
         now = time.monotonic()
         with self._lock:
-            period = int(self.sdo[ob.CYCLE_PERIOD].raw) * 1e-6
+            period = (self.value(ob.CYCLE_PERIOD) or 0) * 1e-6
             if now - self._last_sync > max(3.0 * period, NO_SYNC_AFTER_S):
                 self.drive.cycle()
             self.drive.supervise(now)
@@ -295,6 +337,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
                     self._lost.add(nid)
                     _logger.warning("Heartbeat of node %d lost (consumer time %.3f s)", nid, limit)
                     self.drive.communication_lost()
+            if self.guarding is not None:
+                self.guarding.tick(now)
             if not self.operational:
                 return
             for n, m in self.tpdo.map.items():

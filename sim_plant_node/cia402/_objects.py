@@ -18,23 +18,29 @@ DEVICE_TYPE = 0x1000
 ERROR_REGISTER = 0x1001
 SYNC_COB_ID = 0x1005
 CYCLE_PERIOD = 0x1006
+DEVICE_NAME = 0x1008
+GUARD_TIME = 0x100C
+LIFE_TIME_FACTOR = 0x100D
 CONSUMER_HEARTBEAT = 0x1016
 PRODUCER_HEARTBEAT = 0x1017
 IDENTITY = 0x1018
 RPDO_COMM, RPDO_MAP, TPDO_COMM, TPDO_MAP = 0x1400, 0x1600, 0x1800, 0x1A00
 PDO_COUNT = 4
-"""RPDOs and TPDOs each (communication 0x1400…0x1403 / 0x1800…0x1803, mapping 0x1600…0x1603 / 0x1A00…0x1A03)."""
+"""RPDOs and TPDOs each of the shipped EDS (communication 0x1400…0x1403 / 0x1800…0x1803, mapping 0x1600…0x1603 /
+0x1A00…0x1A03); another file declares its own (:func:`._profile.pdo_numbers`)."""
+PDO_MAX = 512
+"""PDOs of each direction CiA 301 allows (0x1400…0x15FF, 0x1800…0x19FF and their mappings)."""
 
 
 def pdo_parameter(index: int) -> tuple[bool, bool, int] | None:
-    """(receive, mapping, PDO number 1…4) if ``index`` is a PDO communication or mapping parameter, else None."""
+    """(receive, mapping, PDO number 1…512) if ``index`` is a PDO communication or mapping parameter, else None."""
     for base, receive, mapping in (
         (RPDO_COMM, True, False),
         (RPDO_MAP, True, True),
         (TPDO_COMM, False, False),
         (TPDO_MAP, False, True),
     ):
-        if base <= index < base + PDO_COUNT:
+        if base <= index < base + PDO_MAX:
             return receive, mapping, index - base + 1
     return None
 
@@ -70,14 +76,22 @@ VELOCITY_OFFSET = 0x60B1
 TORQUE_OFFSET = 0x60B2
 FOLLOWING_ERROR_ACTUAL = 0x60F4
 TARGET_VELOCITY = 0x60FF
+DIGITAL_INPUTS = 0x60FD
+HOMING_SPEEDS = 0x6099
+HOMING_ACCELERATION = 0x609A
+INTERPOLATION_SUB_MODE = 0x60C0
+INTERPOLATION_DATA = 0x60C1
+INTERPOLATION_PERIOD = 0x60C2
 SUPPORTED_DRIVE_MODES = 0x6502
 
 # Modes of operation (0x6060 values) and their bits in 0x6502.
-MODE_NONE, MODE_HOMING, MODE_CSP, MODE_CSV, MODE_CST = 0, 6, 8, 9, 10
+MODE_NONE, MODE_HOMING, MODE_IP, MODE_CSP, MODE_CSV, MODE_CST = 0, 6, 7, 8, 9, 10
 MODES = (MODE_NONE, MODE_HOMING, MODE_CSP, MODE_CSV, MODE_CST)
+"""The modes the shipped EDS offers (0x6502 = :data:`SUPPORTED_MODES_BITS`); another file's: :mod:`._profile`."""
 SUPPORTED_MODES_BITS = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9)
-HOMING_METHODS = (35, 37)
-"""Homing on the current position (35: CiA 402 up to 2.0, 37: its current number); both mean the same here."""
+HOMING_METHODS = (17, 18, 35, 37)
+"""17/18: the negative/positive limit switch (no index pulse); 35/37: the current position (35 is its number up to
+CiA 402 2.0, 37 since); a file's LowLimit/HighLimit of 0x6098 may narrow them."""
 
 DRIVE_OBJECTS = (
     ERROR_CODE,

@@ -235,9 +235,10 @@ def test_a_drive_refusing_remapping_is_driven_through_its_own_mapping(mode: str,
 
 
 def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path) -> None:
-    """The emulator (in this process) with read-only PDO mappings whose TPDO3 carries nothing (no torque actual
-    0x6077 anywhere): error 11 naming the refused remapping and the missing object, and it stays the error (the
-    loop's drive-lost of the never-heard drive does not replace it); nothing is enabled."""
+    """The emulator (in this process) with read-only PDO mappings whose TPDO2 carries nothing (no position actual
+    0x6064 anywhere; the torque actual a TPDO lacks is read by SDO instead, but no cycle runs without the position):
+    error 11 naming the refused remapping and the missing object, and it stays the error (the loop's drive-lost of
+    the never-heard drive does not replace it); nothing is enabled."""
     from sim_plant import JointParams
     from sim_plant_node.cia402 import Emulator
 
@@ -246,8 +247,8 @@ def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path
     try:
         node = emulator.node
         assert node is not None
-        node.fixed_mapping = False  # Setting the drive up as shipped: TPDO3 emptied, then the mapping fixed.
-        node.set_data(0x1A02, 0, b"\x00")
+        node.fixed_mapping = False  # Setting the drive up as shipped: TPDO2 emptied, then the mapping fixed.
+        node.set_data(0x1A01, 0, b"\x00")
         node.fixed_mapping = True
         env = base_env(UAVCAN__NODE__ID=str(NODE), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
                        SERVO__DRIVE__BACKEND="cia402", SERVO__DRIVE__CAN__IFACE=iface,
@@ -258,10 +259,10 @@ def test_a_fixed_mapping_without_a_needed_object_is_a_clear_error(tmp_path: Path
                 s = wait_for(lambda: (s := reader.json("sys.status")["servo"])["error"] == 11 and s, timeout=180,
                              what="the bring-up error")
                 print(s["reason"])
-                assert "lacks 0x6077" in s["reason"] and "refused" in s["reason"], s
+                assert "lacks 0x6064" in s["reason"] and "refused" in s["reason"], s
                 time.sleep(1.5)  # Past the feedback timeout (0.5 s) of a drive that never sent anything.
                 s = reader.json("sys.status")["servo"]
-                assert s["error"] == 11 and "lacks 0x6077" in s["reason"], s
+                assert s["error"] == 11 and "lacks 0x6064" in s["reason"], s
                 assert reader.json("sys.drive")["state"] != "OPERATION ENABLED"
             finally:
                 reader.close()

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ErrorCode
 from . import _dictionary as od
-from ._bringup import Identity
+from ._bringup import Identity, Scale
+from ._comm import Comm
 from ._notes import Notes
+from ._scaling import DEFAULT_COUNTS_PER_UNIT
 
 if TYPE_CHECKING:
     from ._bringup import PdoLayout, Settings
@@ -37,6 +39,11 @@ class DriveContext:
         self.node: Any = None
         self.ident = Identity()
         self.layout: PdoLayout | None = None
+        k = settings.counts_per_unit or DEFAULT_COUNTS_PER_UNIT
+        self.scale = Scale(k, k, "")
+        """The drive's units (:mod:`._scaling`; the register or its default until the bring-up reads the drive)."""
+        self.comm = Comm()
+        """What the bring-up set of its communication objects (:mod:`._comm`)."""
         # ---- what the drive reports (canopen's receive thread; the worker by SDO while no TPDO comes)
         self.statusword = -1
         self.sw_at = -math.inf
@@ -47,6 +54,10 @@ class DriveContext:
         self.nmt_at = math.nan
         self.booted = False
         """A boot-up was heard since the drive was last brought up: its communication parameters are power-on."""
+        self.heard = threading.Event()
+        """Set at its boot-up message (a bring-up that waits to try again tries at once)."""
+        self.polled_at = -math.inf
+        """When the worker last read the objects no TPDO carries (:attr:`._bringup.PdoLayout.polled`)."""
         self.p_counts = 0
         self.v_counts = 0
         self.f_permille = 0
@@ -75,6 +86,8 @@ class DriveContext:
         self.wake = threading.Event()
         self.closing = threading.Event()
         self.notes = Notes()
+        self.notes_said: set[str] = set()
+        """What the bring-up said of the drive (what it lacks, where its units came from): said once."""
         self.foreign_rpdo: dict[int, tuple[int, float]] = {}
         self.listening_since = math.inf
         """Since when the drive's RPDO COB-IDs are watched for another master (monotonic)."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-DEVICE_TYPE, ERROR_REGISTER, CYCLE_PERIOD = 0x1000, 0x1001, 0x1006
+DEVICE_TYPE, ERROR_REGISTER, CYCLE_PERIOD, DEVICE_NAME = 0x1000, 0x1001, 0x1006, 0x1008
+GUARD_TIME, LIFE_TIME_FACTOR = 0x100C, 0x100D
 CONSUMER_HEARTBEAT, PRODUCER_HEARTBEAT, IDENTITY = 0x1016, 0x1017, 0x1018
 RPDO_COMM, RPDO_MAP, TPDO_COMM, TPDO_MAP = 0x1400, 0x1600, 0x1800, 0x1A00
 ERROR_CODE, ABORT_CONNECTION_OPTION = 0x603F, 0x6007
@@ -20,17 +21,31 @@ TARGET_POSITION, TARGET_VELOCITY, TARGET_TORQUE = 0x607A, 0x60FF, 0x6071
 VELOCITY_OFFSET, TORQUE_OFFSET = 0x60B1, 0x60B2
 RATED_TORQUE, HOME_OFFSET, HOMING_METHOD = 0x6076, 0x607C, 0x6098
 FOLLOWING_ERROR_ACTUAL, SUPPORTED_DRIVE_MODES = 0x60F4, 0x6502
+HOMING_SPEEDS, DIGITAL_INPUTS = 0x6099, 0x60FD
+IP_SUB_MODE, IP_DATA, IP_PERIOD = 0x60C0, 0x60C1, 0x60C2
+ENCODER_RESOLUTION, GEAR_RATIO, FEED_CONSTANT = 0x608F, 0x6091, 0x6092
+SI_POSITION, SI_VELOCITY = 0x60A8, 0x60A9
 
-MODE_HOMING, MODE_CSP, MODE_CSV, MODE_CST = 6, 8, 9, 10
+MODE_HOMING, MODE_IP, MODE_CSP, MODE_CSV, MODE_CST = 6, 7, 8, 9, 10
 MODE_OF_LAW = {"position": MODE_CSP, "velocity": MODE_CSV, "torque": MODE_CST}
-"""``servo.drive.mode`` → modes of operation (0x6060)."""
-MODE_NAMES = {MODE_HOMING: "homing", MODE_CSP: "CSP", MODE_CSV: "CSV", MODE_CST: "CST"}
+"""``servo.drive.mode`` → the cyclic synchronous mode it asks for (0x6060); see :mod:`._identify` for the others."""
+MODE_NAMES = {MODE_HOMING: "homing", MODE_IP: "IP", MODE_CSP: "CSP", MODE_CSV: "CSV", MODE_CST: "CST"}
+STREAMING_MODES = (MODE_CSP, MODE_CSV, MODE_CST, MODE_IP)
+
+# SDO abort codes (CiA 301) the bring-up tells apart.
+ABORT_NO_OBJECT, ABORT_NO_SUBINDEX = 0x06020000, 0x06090011
+ABORT_NOT_MAPPABLE, ABORT_PDO_LENGTH = 0x06040041, 0x06040042
+ABORT_WRITE_ONLY = 0x06010001
+ABSENT = (ABORT_NO_OBJECT, ABORT_NO_SUBINDEX)
+"""The drive has no such object (or sub-index)."""
 
 # Controlword commands (CiA 402 device control); fault reset is the rising edge of bit 7.
 CW_DISABLE_VOLTAGE, CW_QUICK_STOP, CW_SHUTDOWN, CW_SWITCH_ON, CW_ENABLE = 0x00, 0x02, 0x06, 0x07, 0x0F
 CW_FAULT_RESET = 0x80
 CW_HOMING_START = 0x1F
 """Enable operation with bit 4 (homing operation start)."""
+CW_IP_ENABLE = 0x10
+"""Controlword bit 4 in IP (mode 7): enable ip mode (the drive interpolates while it is set)."""
 
 _STATES = (  # (mask, value, name), the CiA 402 statusword table
     (0x4F, 0x00, "NOT READY TO SWITCH ON"),
@@ -46,6 +61,7 @@ SW_FAULT, SW_WARNING, SW_TARGET_REACHED, SW_INTERNAL_LIMIT = 1 << 3, 1 << 7, 1 <
 SW_FOLLOWING_ERROR = 1 << 13
 """CSP: following error (also homing error in mode 6)."""
 SW_HOMING_ATTAINED = 1 << 12
+"""Homing: attained; IP: ip mode active; CSx: following the command."""
 
 # NMT states as a heartbeat carries them (CiA 301), and what we call them.
 NMT_BOOT_UP, NMT_STOPPED, NMT_OPERATIONAL, NMT_PRE_OPERATIONAL = 0x00, 0x04, 0x05, 0x7F
@@ -112,8 +128,29 @@ def dictionary() -> Any:
         (FOLLOWING_ERROR_ACTUAL, "Following error actual value", i32, "ro"),
         (TARGET_VELOCITY, "Target velocity", i32, "rw"),
         (SUPPORTED_DRIVE_MODES, "Supported drive modes", u32, "ro"),
+        (GUARD_TIME, "Guard time", u16, "rw"),
+        (LIFE_TIME_FACTOR, "Life time factor", u8, "rw"),
+        (IP_SUB_MODE, "Interpolation sub mode select", i16, "rw"),
+        (SI_POSITION, "SI unit position", u32, "rw"),
+        (SI_VELOCITY, "SI unit velocity", u32, "rw"),
+        (DIGITAL_INPUTS, "Digital inputs", u32, "ro"),
     ):
         od.add_object(var(name, index, 0, dtype, access))
+    name_var = var("Manufacturer device name", DEVICE_NAME, 0, odm.VISIBLE_STRING, "ro")
+    od.add_object(name_var)
+    for index, name, types in (
+        (IP_DATA, "Interpolation data record", (i32,)),
+        (IP_PERIOD, "Interpolation time period", (u8, i8)),
+        (HOMING_SPEEDS, "Homing speeds", (u32, u32)),
+        (ENCODER_RESOLUTION, "Position encoder resolution", (u32, u32)),
+        (GEAR_RATIO, "Gear ratio", (u32, u32)),
+        (FEED_CONSTANT, "Feed constant", (u32, u32)),
+    ):
+        rec = odm.ODRecord(name, index)
+        rec.add_member(var("Highest sub-index supported", index, 0, u8, "ro"))
+        for sub, dtype in enumerate(types, 1):
+            rec.add_member(var(f"{name} {sub}", index, sub, dtype))
+        od.add_object(rec)
     consumer = odm.ODArray("Consumer heartbeat time", CONSUMER_HEARTBEAT)
     consumer.add_member(var("Number of entries", CONSUMER_HEARTBEAT, 0, u8, "ro"))
     consumer.add_member(var("Consumer heartbeat time 1", CONSUMER_HEARTBEAT, 1, u32))

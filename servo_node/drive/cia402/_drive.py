@@ -2,12 +2,14 @@
 
 The loop sees the same seqlocked link as for a UDRAL drive (:mod:`.._remote_link`), so the same laws and the same
 link model apply: a command takes effect at a SYNC boundary. This module is the network side, outside the tick:
-every cycle (:mod:`._network`) the loop's command becomes RPDO1/2 (CSV: 0x60FF; CST: 0x6071 in ‰ of the rated
-torque; CSP: 0x607A at the effect time with the velocity and torque offsets 0x60B1/0x60B2 from the reference),
-the controlword follows the loop's engagement (Enable Operation while it commands, Disable Operation once it let
-go: the loop lets go only at rest), and TPDO1/2 (statusword, mode display, position, velocity, torque) become the
-measurement, stamped with the SYNC they answer. A drive that keeps its own PDO mapping is commanded and read through
-it (:class:`._bringup.PdoLayout`).
+every cycle (:mod:`._network`) the loop's command becomes the RPDOs of the mode the drive streams in (CSV: 0x60FF;
+CST: 0x6071 in ‰ of the rated torque; CSP: 0x607A at the effect time with the velocity and torque offsets
+0x60B1/0x60B2 from the reference; IP: 0x60C1:01, with the controlword's bit 4 once enabled), the controlword follows
+the loop's engagement (Enable Operation while it commands, Disable Operation once it let go: the loop lets go only
+at rest), and the TPDOs (statusword, mode display, position, velocity, torque) become the measurement, stamped with
+the SYNC they answer; what the drive's PDOs cannot carry is read by SDO (:mod:`._worker`). Its units are its own
+(:mod:`._scaling`). A drive that keeps its own PDO mapping is commanded and read through it
+(:class:`._bringup.PdoLayout`).
 
 Nothing the drive does is assumed: each cycle and each heartbeat it is judged by what it says (:mod:`._verify`),
 its communication objects are read back, and when it no longer follows us it is stopped by every channel
@@ -97,6 +99,11 @@ class Cia402Drive(BusDrive):
             timeout_s=reg.real("servo.drive.canopen.timeout"),
             homing_method=int(reg.real("servo.drive.canopen.homing_method")),
             home_offset=reg.real("servo.drive.canopen.home_offset"),
+            boot_timeout_s=reg.real("servo.drive.canopen.boot_timeout"),
+            sdo_timeout_s=reg.real("servo.drive.canopen.sdo_timeout"),
+            sdo_retries=int(reg.real("servo.drive.canopen.sdo_retries")),
+            homing_speed=reg.real("servo.drive.canopen.homing_speed"),
+            homing_timeout_s=reg.real("servo.drive.canopen.homing_timeout"),
             inertia=reg.real("servo.control.inertia") or 1.0,
             compensation=reg.text("servo.drive.compensation") == "predict",
             lost_after_s=reg.real("servo.drive.feedback_timeout"),
@@ -119,7 +126,8 @@ class Cia402Drive(BusDrive):
 
         c = self.c
         node = canopen.RemoteNode(self.s.node_id, od.dictionary())
-        node.sdo.RESPONSE_TIMEOUT = self.s.timeout_s
+        node.sdo.RESPONSE_TIMEOUT = self.s.sdo_timeout_s
+        node.sdo.MAX_RETRIES = 1 + self.s.sdo_retries  # canopen counts the attempts
         c.bus.network.add_node(node)
         c.node = node
         for n in range(1, 5):
@@ -137,6 +145,7 @@ class Cia402Drive(BusDrive):
         c.bus.remove_cycler(self._cycle)
         self._worker.close(timeout=self.s.timeout_s * 3 + 1.0)
         if c.node is not None:
+            c.node.nmt.stop_node_guarding()
             self._watch.detach(c.node)
             c.bus.network.nodes.pop(self.s.node_id, None)
         c.bus.release()
@@ -176,9 +185,10 @@ class Cia402Drive(BusDrive):
         put(od.CONTROLWORD, c.cw)
         if od.MODES_OF_OPERATION in lay.rpdo:
             put(od.MODES_OF_OPERATION, c.mode_cmd)
-        targets, v, f = cycle_targets(self.s, c.ident.rated_torque, tx, applied, c.p_counts)
+        targets, v, f = cycle_targets(self.s, c.ident.mode, c.scale, c.ident.rated_torque, tx, applied, c.p_counts)
         for index, value in targets:
-            put(index, value)
+            if index in lay.rpdo:  # CSP's offsets where the drive maps them.
+                put(index, value)
         for n in lay.rpdos:
             node.rpdo[n].transmit()
         if applied:
@@ -193,6 +203,8 @@ class Cia402Drive(BusDrive):
             if engaged and c.fault is None and c.up:
                 if state == "SWITCHED ON" and math.isnan(self._enable_asked_at):
                     self._enable_asked_at = time.monotonic()
+                if c.ident.mode == od.MODE_IP and state == "OPERATION ENABLED":
+                    return od.CW_ENABLE | od.CW_IP_ENABLE  # Enabled: now it interpolates our records.
                 return od.CW_ENABLE
             return od.CW_SWITCH_ON
         return c.cw  # Fault, quick stop, or not up: unchanged until a re-arm walks it.
@@ -211,11 +223,11 @@ class Cia402Drive(BusDrive):
             self._enable_asked_at = math.nan
             c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: Enable Operation not taken within {self.s.timeout_s:g} s; "
                         f"the drive is in {state}")
-        silent = now - c.nmt_at
+        silent = now - (c.nmt_at if c.comm.hears else c.tpdo_at)
         limit = max(3.0 * self.s.heartbeat_s, self.s.lost_after_s)
         lost = c.fault is not None and c.fault[0] is ErrorCode.DRIVE_LOST
         if silent > limit and c.fault is None and c.urgent is None:
-            if c.tpdo_fresh(now) and c.up:
+            if c.tpdo_fresh(now) and c.up and c.comm.hears:
                 c.urgent = "0x1017"  # Alive but silent: the worker reads its heartbeat time at once.
                 c.wake.set()
             else:
@@ -261,12 +273,12 @@ class Cia402Drive(BusDrive):
 
     def _measured(self, received: float) -> None:
         c = self.c
-        k = self.s.counts_per_unit
+        k, kv = c.scale.position, c.scale.velocity
         # The drive sampled its state when the SYNC reached it, between our sending of it and the reception of its
         # answer: the middle of that round trip (the symmetric split NTP makes), good to its asymmetry.
         sync_at = c.bus.sync_at()
         stamp = 0.5 * (sync_at + self._p_received) if self._p_received >= sync_at else sync_at
-        v = c.v_counts / k
+        v = c.v_counts / kv
         f = c.f_permille / 1000.0 * c.ident.rated_torque
         dt = stamp - self._last_stamp
         a = (v - self._last_v) / dt if dt > 0.0 and math.isfinite(self._last_v) else 0.0
@@ -315,8 +327,9 @@ class Cia402Drive(BusDrive):
         lately; a statusword older than a read-back round with no TPDO coming is not shown as its state."""
         c = self.c
         fresh = time.monotonic() - c.sw_at <= 2.0 * max(0.25, 3.0 * self.s.period_s)
+        up = c.layout is not None
         return drive_view(self.s, c.statusword if fresh else -1, c.error_code, c.emcy, c.ident, c.layout,
-                          c.mode_display, c.nmt)
+                          c.mode_display, c.nmt, c.scale.tag if up else "", c.comm.watch if up else "")
 
     def rearm(self) -> Future[bool] | None:
         """Reset a drive fault: the whole bring-up again (in the worker); the future holds True once the drive is

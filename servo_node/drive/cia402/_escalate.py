@@ -32,7 +32,7 @@ POLL_S = 0.02
 
 
 def rest_velocity(c: DriveContext) -> float:
-    return max(REST_FRACTION * c.s.velocity_limit, 1.0 / c.s.counts_per_unit)
+    return max(REST_FRACTION * c.s.velocity_limit, 1.0 / c.scale.velocity)
 
 
 def wait_rest(c: DriveContext) -> tuple[bool, float | None]:

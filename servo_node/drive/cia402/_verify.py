@@ -5,9 +5,10 @@ OPERATION ENABLED while we enable it) and its modes of operation display 0x6061 
 mode we set). Every heartbeat (:func:`heartbeat_verdict`, on the receive thread): its NMT state must be OPERATIONAL;
 a boot-up means it was reset (its PDO mapping is the power-on one). What no TPDO carries is read back by SDO
 (:class:`ReadBack`, on the drive's worker): one object at a time, the whole round every :data:`READBACK_PERIOD_S` —
-the communication objects our commands and its supervision depend on (each RPDO's COB-ID, transmission type and
-mapping, each TPDO's COB-ID, its heartbeat 0x1017, its watch of ours 0x1016:1, its reaction 0x6007, the cycle period
-0x1006, the mode 0x6060, and 0x6061 when the drive's own mapping does not carry it). A stranger's SDO write that
+the communication objects our commands and its supervision depend on, as far as the bring-up set them (each RPDO's
+COB-ID, transmission type and mapping, each TPDO's COB-ID, its heartbeat 0x1017, its watch of ours 0x1016:1 or its
+guarding 0x100C/0x100D, its reaction 0x6007, the cycle period 0x1006, the interpolation period 0x60C2, the mode
+0x6060 where it reads back, and 0x6061 when no TPDO carries it). A stranger's SDO write that
 disables an RPDO (0x1400:01 bit 31) leaves no trace in any TPDO: the read-back is what finds it.
 """
 
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _dictionary as od
 from ._bringup import PDO_NOT_VALID
+from ._comm import GUARD_FACTOR
 
 if TYPE_CHECKING:
     from ._context import DriveContext
@@ -39,7 +41,7 @@ def cycle_verdict(c: DriveContext) -> str | None:
             and mode != c.mode_cmd:
         return f"{c.name} left {od.mode_name(c.mode_cmd)}: 0x6061 = {mode}"
     state = c.state()
-    if c.cw == od.CW_ENABLE:
+    if c.cw & ~od.CW_IP_ENABLE == od.CW_ENABLE:
         if state == "OPERATION ENABLED":
             c.enabled_by_us = True
         elif c.enabled_by_us and state not in ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE"):
@@ -104,13 +106,25 @@ def plan(c: DriveContext) -> list[Check]:
         checks.append(Check(od.TPDO_COMM + n - 1, 1, node.tpdo[n].cob_id & COB_ID_MASK, f"TPDO{n} COB-ID",
                             COB_ID_MASK))
     hb_ms = max(1, round(s.heartbeat_s * 1e3))
-    checks += [
-        Check(od.PRODUCER_HEARTBEAT, 0, hb_ms, "its heartbeat time", 0xFFFF, False),
-        Check(od.CONSUMER_HEARTBEAT, 1, (s.master_id << 16) | 3 * hb_ms, "its watch of our heartbeat"),
-        Check(od.ABORT_CONNECTION_OPTION, 0, 3, "its reaction to a lost master", 0xFFFF, False),
-        Check(od.CYCLE_PERIOD, 0, round(s.period_s * 1e6), "its cycle period [µs]", 0xFFFFFFFF, False),
-        Check(od.MODES_OF_OPERATION, 0, c.mode_cmd & 0xFF, "its mode", 0xFF, False, True),
-    ]
+    comm = c.comm
+    if comm.heartbeat:
+        checks.append(Check(od.PRODUCER_HEARTBEAT, 0, hb_ms, "its heartbeat time", 0xFFFF, False))
+    if comm.watch == "heartbeat":
+        checks.append(Check(od.CONSUMER_HEARTBEAT, 1, (s.master_id << 16) | 3 * hb_ms, "its watch of our heartbeat"))
+    elif comm.watch == "guarding":
+        checks += [Check(od.PRODUCER_HEARTBEAT, 0, 0, "its heartbeat time (off: guarded)", 0xFFFF, False),
+                   Check(od.GUARD_TIME, 0, hb_ms, "its guard time", 0xFFFF, False),
+                   Check(od.LIFE_TIME_FACTOR, 0, GUARD_FACTOR, "its life time factor", 0xFF, False)]
+    if comm.abort_option:
+        checks.append(Check(od.ABORT_CONNECTION_OPTION, 0, 3, "its reaction to a lost master", 0xFFFF, False))
+    if comm.period:
+        checks.append(Check(od.CYCLE_PERIOD, 0, comm.period, "its cycle period [µs]", 0xFFFFFFFF, False))
+    if comm.ip_period is not None:
+        checks += [Check(od.IP_PERIOD, 1, comm.ip_period[0], "its interpolation period", 0xFF, False, True),
+                   Check(od.IP_PERIOD, 2, comm.ip_period[1] & 0xFF, "its interpolation period index", 0xFF, False,
+                         True)]
+    if comm.mode_readable:
+        checks.append(Check(od.MODES_OF_OPERATION, 0, c.mode_cmd & 0xFF, "its mode", 0xFF, False, True))
     if od.MODES_OF_OPERATION_DISPLAY not in lay.tpdo:
         checks.append(Check(od.MODES_OF_OPERATION_DISPLAY, 0, c.mode_cmd & 0xFF, "its mode display", 0xFF, False,
                             True))

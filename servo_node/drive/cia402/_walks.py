@@ -2,11 +2,14 @@
 stand-down, and reading a fault's code.
 
 A bring-up is the whole of it every time, the first and each re-arm alike: listen for another master first (nothing
-is sent while one is heard), identify, configure (:mod:`._bringup`: cycle, heartbeats, reaction to a lost master,
-mode, PDO mapping), NMT OPERATIONAL, the first TPDO and a heartbeat that says OPERATIONAL, then the state machine to
-SWITCHED ON (a re-arm resets a fault and leaves a quick stop first) and the mode display checked against the mode we
-set. Only then is the drive :attr:`~._context.DriveContext.up` (supervised, commanded by the loop). A walk owns the
-controlword while it runs and stops at once (:class:`WalkInterruptedError`) when a stop by every channel is asked.
+is sent while one is heard), identify and choose the mode (:mod:`._identify`), the units (:mod:`._scaling`), the
+communication objects the drive has (:mod:`._comm`), the mode, the PDO mapping (:mod:`._mapping`), NMT OPERATIONAL,
+the first TPDO and a heartbeat (or guarding answer) that says OPERATIONAL, then the state machine to SWITCHED ON (a
+re-arm resets a fault — controlword bit 7 held, a second edge halfway — and leaves a quick stop first) and the mode
+display checked against the mode we set. Only then is the drive :attr:`~._context.DriveContext.up` (supervised,
+commanded by the loop). A walk owns the controlword while it runs and stops at once (:class:`WalkInterruptedError`)
+when a stop by every channel is asked. A drive that does not answer yet is waited for, without an error, for
+``servo.drive.canopen.boot_timeout`` (a drive that takes seconds to boot; its boot-up message ends the wait).
 """
 
 from __future__ import annotations
@@ -16,9 +19,14 @@ import time
 from collections.abc import Callable
 
 from ...errors import ErrorCode
+from . import _comm, _mapping
 from . import _dictionary as od
-from ._bringup import BringUpError, configure, identify
+from ._bringup import BringUpError, Identity, NoAnswerError, optional, step
+from ._bringup import read as sdo_read
+from ._bringup import write as sdo_write
 from ._context import DriveContext
+from ._identify import identify, label
+from ._scaling import derive
 from ._units import I32, clip_counts
 from ._verify import read
 from ._watch import emcy_text
@@ -75,14 +83,28 @@ def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> N
     if c.cw not in (od.CW_QUICK_STOP, od.CW_DISABLE_VOLTAGE):
         c.cw = od.CW_SHUTDOWN  # What the first RPDOs carry: nothing that enables.
     t0 = time.monotonic()
-    c.ident = identify(node, s, c.bus.iface)
-    c.layout = configure(node, s)
+    c.ident = Identity()
+    said = [identify(node, s, c.bus.iface, c.ident)]
+    c.scale, warning = derive(node, s)
+    c.comm = _comm.configure(node, s, c.ident.mode)
+    step("modes of operation 0x6060", sdo_write, node, od.MODES_OF_OPERATION, c.ident.mode)
+    c.comm.mode_readable, _ = optional("modes of operation 0x6060", sdo_read, node, od.MODES_OF_OPERATION)
+    c.layout = _mapping.configure(node, c.ident.mode, s.node_id)
+    if c.comm.watch == "guarding":
+        node.nmt.start_node_guarding(s.heartbeat_s)
     c.watch_rpdos([node.rpdo[n].cob_id for n in c.layout.rpdos])
-    _logger.info("%s identified and configured in %.3g s", c.name, time.monotonic() - t0)
+    _logger.info("%s%s identified and configured in %.3g s: %s, units %s, watch %s; %s", c.name, label(c.ident),
+                 time.monotonic() - t0, od.mode_name(c.ident.mode), c.scale.source, c.comm.watch, c.layout.view())
     if not c.layout.own:
-        c.notes.step(f"{c.name}: remapping refused: {c.layout.view()}")
-        _logger.warning("%s refused the PDO remapping; using %s", c.name, c.layout.view())
-    c.mode_cmd = od.MODE_OF_LAW[s.law]
+        said.append(f"remapping refused: {c.layout.view()}")
+    elif c.layout.polled:
+        said.append(f"its PDOs cannot carry {', '.join(f'0x{i:04X}' for i in c.layout.polled)}: read by SDO")
+    for text in (*said, warning, *c.comm.notes):
+        if text and text not in c.notes_said:
+            c.notes_said.add(text)  # Once per drive, not at every re-arm.
+            c.notes.step(f"{c.name}: {text}")
+            _logger.warning("%s: %s", c.name, text)
+    c.mode_cmd = c.ident.mode
     c.mode_display = None
     c.ready = True
     c.bus.add_cycler(cycler)
@@ -90,18 +112,17 @@ def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> N
     c.booted = False
     node.nmt.state = "OPERATIONAL"
     wait(c, lambda: c.sw_at > started, "the first TPDO (statusword) after NMT OPERATIONAL")
-    wait(c, lambda: c.nmt == od.NMT_OPERATIONAL and c.nmt_at > started, "a heartbeat saying OPERATIONAL",
-         max(c.s.timeout_s, 3.0 * s.heartbeat_s))
+    if c.comm.hears:
+        wait(c, lambda: c.nmt == od.NMT_OPERATIONAL and c.nmt_at > started,
+             f"a {'heartbeat' if c.comm.heartbeat else 'guarding answer'} saying OPERATIONAL",
+             max(c.s.timeout_s, 3.0 * s.heartbeat_s))
     state = c.state()
     if state in ("FAULT", "FAULT REACTION ACTIVE"):
         if not reset_fault:
             read_fault(c, state, c.statusword)  # Held until an explicit re-arm.
             c.up = True
             return
-        c.cw = od.CW_DISABLE_VOLTAGE
-        time.sleep(2 * s.period_s)
-        c.cw = od.CW_FAULT_RESET
-        wait_state(c, "SWITCH ON DISABLED")
+        reset_held(c)
     elif state == "QUICK STOP ACTIVE":
         c.cw = od.CW_DISABLE_VOLTAGE
         wait_state(c, "SWITCH ON DISABLED")
@@ -112,6 +133,26 @@ def attempt(c: DriveContext, cycler: Callable[[], None], reset_fault: bool) -> N
     if mode != c.mode_cmd:
         raise BringUpError(f"0x6061 = {mode} after 0x6060 := {c.mode_cmd}: the drive did not take the mode")
     c.up = True
+
+
+def reset_held(c: DriveContext) -> None:
+    """Fault reset: controlword bit 7 from 0 to 1, held until the drive leaves FAULT (drives that take the reset only
+    with the bit held a while), within ``timeout``; if it is still in FAULT, a second edge held as long (drives whose
+    fault was still present at the first edge). A second edge sooner would cut short a hold the drive needs.
+
+    :raises BringUpError: still in FAULT (the error names its state), or interrupted."""
+    for edge in (1, 2):
+        c.cw = od.CW_DISABLE_VOLTAGE
+        time.sleep(2 * c.s.period_s)
+        c.cw = od.CW_FAULT_RESET
+        try:
+            wait_state(c, "SWITCH ON DISABLED", c.s.timeout_s)
+            return
+        except WalkInterruptedError:
+            raise
+        except BringUpError:
+            if edge == 2 or c.closing.is_set():
+                raise
 
 
 def walk_to_switched_on(c: DriveContext) -> None:
@@ -129,8 +170,10 @@ def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bo
     booting after us, power-cycled, or a host stalled by kernel compilation), then the error is cleared.
     ``answered(up)`` is told the outcome of each attempt (re-arms asked meanwhile wait for it)."""
     reported: tuple[ErrorCode, str] | None = None
+    boot_until = time.monotonic() + c.s.boot_timeout_s
     try:
         while not c.closing.is_set():
+            c.heard.clear()
             try:
                 attempt(c, cycler, reset_fault=False)
                 if reported is not None and c.fault == reported:
@@ -138,9 +181,24 @@ def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bo
                 _logger.info("%s up: %s, %s", c.name, c.state(), c.ident.view())
                 answered(c.fault is None)
                 return
+            except NoAnswerError as ex:
+                if time.monotonic() < boot_until and c.fault is None:
+                    _logger.info("%s: waiting for its boot-up (%s)", c.name, ex)
+                    c.walking = False
+                    if _pause(c, min(ANSWER_RETRY_S, max(0.0, boot_until - time.monotonic()))):
+                        return
+                    _drain(c)
+                    continue  # A drive booting: no error before boot_timeout; its boot-up ends the wait.
+                failure = (ErrorCode.DRIVE_FAULT, f"{c.name}: {ex} (none within servo.drive.canopen.boot_timeout "
+                           f"{c.s.boot_timeout_s:g} s)")
+                if c.fault is None or c.fault == reported:
+                    if c.fault != failure:
+                        _logger.warning("%s", failure[1])
+                    c.fault = reported = failure
+                answered(False)
             except Exception as ex:  # canopen/bus errors too: reported, never a silent hang.
                 text = str(ex) if isinstance(ex, BringUpError) else f"bring-up failed: {ex!r}"
-                failure = (ErrorCode.DRIVE_FAULT, f"{c.name}: {text}")
+                failure = (ErrorCode.DRIVE_FAULT, f"{c.name}{label(c.ident) if c.ident.extras else ''}: {text}")
                 if c.fault is None or c.fault == reported:
                     if c.fault != failure:
                         _logger.warning("%s", failure[1])
@@ -151,12 +209,26 @@ def bring_up(c: DriveContext, cycler: Callable[[], None], answered: Callable[[bo
                 answered(False)
             finally:
                 c.walking = False
-            if c.closing.wait(ANSWER_RETRY_S):
+            if _pause(c, ANSWER_RETRY_S):
                 return
-            while not c.node.sdo.responses.empty():  # Late answers to what timed out must not answer anew.
-                c.node.sdo.responses.get_nowait()
+            _drain(c)
     finally:
         c.walking = False
+
+
+def _pause(c: DriveContext, seconds: float) -> bool:
+    """Wait before the next attempt; a boot-up heard ends the wait at once. True: closed."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not c.heard.is_set():
+        if c.closing.wait(0.05):
+            return True
+    return c.closing.is_set()
+
+
+def _drain(c: DriveContext) -> None:
+    """Late answers to what timed out must not answer anew."""
+    while not c.node.sdo.responses.empty():
+        c.node.sdo.responses.get_nowait()
 
 
 def rearm(c: DriveContext, cycler: Callable[[], None]) -> bool:
@@ -189,36 +261,62 @@ def read_fault(c: DriveContext, state: str, sw: int) -> None:
 
 
 def home(c: DriveContext) -> None:
-    """Homing (mode 6, ``homing_method`` and ``home_offset``), then back to the cyclic mode in SWITCHED ON."""
+    """Homing (mode 6, ``homing_method``, ``home_offset``, ``homing_speed``), then back to the streaming mode in
+    SWITCHED ON. A drive that refuses method 37 is asked 35 (their older number for the same), and vice versa; a
+    drive whose homing speeds (0x6099) exceed the envelope's velocity is not homed."""
     s, node = c.s, c.node
     c.walking = True
     try:
-        node.sdo[od.HOMING_METHOD].raw = s.homing_method
-        node.sdo[od.HOME_OFFSET].raw = clip_counts(s.home_offset * s.counts_per_unit, I32)
-        node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_HOMING
+        method = _homing_method(c)
+        k, kv = c.scale.position, c.scale.velocity
+        step("home offset 0x607C", sdo_write, node, od.HOME_OFFSET, clip_counts(s.home_offset * k, I32))
+        if s.homing_speed > 0.0:
+            for sub, speed in ((1, s.homing_speed), (2, s.homing_speed / 4.0)):
+                optional(f"homing speed 0x6099:{sub}", sdo_write, node, od.HOMING_SPEEDS, max(1, round(speed * kv)),
+                         sub)
+        for sub in (1, 2):
+            got, counts = optional(f"homing speed 0x6099:{sub}", sdo_read, node, od.HOMING_SPEEDS, sub)
+            if got and int(counts) / kv > s.velocity_limit:
+                raise BringUpError(f"its homing speed 0x6099:{sub} = {int(counts) / kv:.3g} unit/s exceeds the "
+                                   f"envelope's {s.velocity_limit:g} (set servo.drive.canopen.homing_speed)")
+        step("modes of operation 0x6060", sdo_write, node, od.MODES_OF_OPERATION, od.MODE_HOMING)
         c.mode_cmd = od.MODE_HOMING
         c.cw = od.CW_ENABLE
         wait_state(c, "OPERATION ENABLED")
         c.cw = od.CW_HOMING_START
         done = od.SW_HOMING_ATTAINED | od.SW_TARGET_REACHED
-        wait(c, lambda: c.statusword & done == done, "homing attained")
+        wait(c, lambda: c.statusword & done == done or bool(c.statusword & od.SW_FOLLOWING_ERROR),
+             f"homing attained (method {method})", s.homing_timeout_s)
         if c.statusword & od.SW_FOLLOWING_ERROR:
-            raise BringUpError(f"homing error (statusword 0x{c.statusword:04X})")
-        c.notes.step(f"homed (method {s.homing_method}) at {c.p_counts / s.counts_per_unit:.6g}")
+            raise BringUpError(f"homing error (method {method}, statusword 0x{c.statusword:04X})")
+        c.notes.step(f"{c.name}: homed (method {method}) at {c.p_counts / k:.6g}")
     except Exception as ex:  # Reported; the drive is put back below either way.
-        c.notes.step(f"homing failed: {ex}")
+        c.notes.step(f"{c.name}: homing failed: {ex}")
     finally:
         try:
             c.cw = od.CW_SWITCH_ON
             wait_state(c, "SWITCHED ON")
-            node.sdo[od.MODES_OF_OPERATION].raw = od.MODE_OF_LAW[s.law]
-            c.mode_cmd = od.MODE_OF_LAW[s.law]
+            node.sdo[od.MODES_OF_OPERATION].raw = c.ident.mode
+            c.mode_cmd = c.ident.mode
             assert c.layout is not None
             if od.MODES_OF_OPERATION_DISPLAY in c.layout.tpdo:  # A TPDO sent before the change says homing still.
                 wait(c, lambda: c.mode_display == c.mode_cmd, f"0x6061 = {c.mode_cmd} after homing")
         except Exception as ex:
             c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: after homing: {ex}")
         c.walking = False
+
+
+def _homing_method(c: DriveContext) -> int:
+    """0x6098 := the method; 37 refused: 35, and 35 refused: 37 (the same method under CiA 402's two numbers)."""
+    method = c.s.homing_method
+    done, why = optional("homing method 0x6098", sdo_write, c.node, od.HOMING_METHOD, method)
+    if done:
+        return method
+    other = {35: 37, 37: 35}.get(method)
+    if other is not None and optional("homing method 0x6098", sdo_write, c.node, od.HOMING_METHOD, other)[0]:
+        c.notes.step(f"{c.name}: homing method {method} refused ({why}): {other}, the same method's other number")
+        return other
+    raise BringUpError(f"homing method 0x6098 := {method}: {why}")
 
 
 def stand_down(c: DriveContext, cycler: Callable[[], None]) -> None:
@@ -237,7 +335,11 @@ def stand_down(c: DriveContext, cycler: Callable[[], None]) -> None:
         c.up = False
         c.bus.remove_cycler(cycler)
         node.nmt.state = "PRE-OPERATIONAL"
-        node.sdo[od.CONSUMER_HEARTBEAT][1].raw = 0
+        if c.comm.watch == "heartbeat":
+            node.sdo[od.CONSUMER_HEARTBEAT][1].raw = 0
+        elif c.comm.watch == "guarding":
+            node.sdo[od.GUARD_TIME].raw = 0  # Its life guarding off, then our requests.
+            node.nmt.stop_node_guarding()
     except Exception as ex:  # Leaving anyway: the drive's own watch covers what did not get through.
         _logger.info("%s: stand-down incomplete: %s", c.name, ex)
     finally:
@@ -246,7 +348,7 @@ def stand_down(c: DriveContext, cycler: Callable[[], None]) -> None:
 
 def velocity(c: DriveContext) -> float | None:
     """The joint's velocity as the drive reports it: its TPDO while they come, else 0x606C by SDO [unit/s]."""
-    if c.tpdo_fresh(time.monotonic()):
-        return c.v_counts / c.s.counts_per_unit
+    if c.tpdo_fresh(time.monotonic()) and od.VELOCITY_ACTUAL not in (c.layout.polled if c.layout else ()):
+        return c.v_counts / c.scale.velocity
     counts = read(c.node, od.VELOCITY_ACTUAL)
-    return None if counts is None else counts / c.s.counts_per_unit
+    return None if counts is None else counts / c.scale.velocity

@@ -88,8 +88,11 @@ class Watch:
     # ---------------------------------------------------------------- the frames
 
     def _on_heartbeat(self, _can_id: int, data: bytes, _timestamp: float) -> None:
+        """A heartbeat, a boot-up or an answer to node guarding (its state; bit 7, guarding's toggle, aside)."""
         if data and self._on_heartbeat_state is not None:
             self._on_heartbeat_state(data[0] & 0x7F)
+            if data[0] == od.NMT_BOOT_UP:
+                self.c.heard.set()
 
     def _on_emcy(self, _can_id: int, data: bytes, _timestamp: float) -> None:
         if len(data) < 3:
@@ -133,7 +136,7 @@ class Watch:
         state = od.state_of(sw)
         if sw & od.SW_WARNING:
             self.warnings.hit(sw)
-        if c.s.law == "position" and sw & od.SW_FOLLOWING_ERROR and state == "OPERATION ENABLED":
+        if c.ident.mode in (od.MODE_CSP, od.MODE_IP) and sw & od.SW_FOLLOWING_ERROR and state == "OPERATION ENABLED":
             self.following.hit(sw)
         if state in FAULT_STATES and not c.walking and not c.stopping and c.fault is None and c.up:
             c.fault_read = (state, sw)

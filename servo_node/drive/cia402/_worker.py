@@ -4,8 +4,9 @@ One thread, created once, so that no two SDO transfers ever share the drive's SD
 thread. It brings the drive up (:func:`._walks.bring_up`), then serves, most urgent first: a stop by every
 channel (:mod:`._escalate`), a fault's code to read, an object to read at once (0x1017 when the heartbeat went
 silent while the TPDOs come), the user's jobs (re-arm, homing, stand-down; each answers a future), and between
-them the read-back (:class:`._verify.ReadBack`) and, while no TPDO comes, the statusword and mode display by SDO
-so that ``sys.drive`` says what the drive says. The receive and cycle threads only set a request and wake it.
+them the objects its PDOs cannot carry (every :data:`POLL_PERIOD_S`), the read-back
+(:class:`._verify.ReadBack`) and, while no TPDO comes, the statusword and mode display by SDO so that
+``sys.drive`` says what the drive says. The receive and cycle threads only set a request and wake it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ _logger = logging.getLogger(__name__)
 
 IDLE_S = 0.5
 """The longest the worker sleeps with nothing due (it is woken for anything sooner) [second]."""
+POLL_PERIOD_S = 0.05
+"""How often the objects no TPDO carries (velocity, torque actual: :attr:`._bringup.PdoLayout.polled`) are read
+by SDO [second]."""
 
 
 class Worker:
@@ -94,8 +98,18 @@ class Worker:
         while self._jobs and self._jobs[0][0] == "rearm" and not self._brought_up:
             self._jobs.popleft()[1].set_result(up)  # A re-arm asked during the bring-up: it is that bring-up.
 
+    def _polling(self) -> bool:
+        c = self.c
+        return bool(c.ready and c.layout is not None and c.layout.polled and not c.walking and not c.stopping
+                    and c.nmt != od.NMT_STOPPED)
+
     def _sleep_s(self) -> float:
         c = self.c
+        if self._polling():
+            due = c.polled_at + POLL_PERIOD_S
+            if self._reading_back():
+                due = min(due, self.readback.next_at)
+            return max(0.0, min(IDLE_S, due - time.monotonic()))
         if self._reading_back():
             return max(0.0, min(IDLE_S, self.readback.next_at - time.monotonic()))
         if c.ready and not c.tpdo_fresh(time.monotonic()):
@@ -120,6 +134,8 @@ class Worker:
             kind, fut = self._jobs.popleft()
             fut.set_result(self._job(kind))
         now = time.monotonic()
+        if self._polling() and now >= c.polled_at + POLL_PERIOD_S:
+            self._poll()
         if self._reading_back() and now >= self.readback.next_at:
             found = self.readback.step(c)
             if found is not None and self._reading_back():
@@ -155,8 +171,25 @@ class Worker:
             c.lose_control(verdict, escalate=False)
         elif c.fault is None:
             silent = time.monotonic() - c.nmt_at
-            c.set_fault(ErrorCode.DRIVE_LOST, f"{c.name}: heartbeat silent for {silent:.3g} s though its PDOs come "
+            if silent <= max(3.0 * c.s.heartbeat_s, c.s.lost_after_s):
+                return  # Heard again meanwhile (a stalled host's late heartbeat): nothing was lost.
+            what = "heartbeat" if c.comm.watch != "guarding" else "answer to guarding"
+            c.set_fault(ErrorCode.DRIVE_LOST, f"{c.name}: {what} silent for {silent:.3g} s though its PDOs come "
                         f"(0x1017 {'unreadable' if value is None else f'= {value}'})")
+
+    def _poll(self) -> None:
+        """The objects its PDOs cannot carry, by SDO (the measurement takes the latest of each)."""
+        c = self.c
+        assert c.layout is not None
+        c.polled_at = time.monotonic()
+        for index in c.layout.polled:
+            value = read(c.node, index)
+            if value is None:
+                continue
+            if index == od.VELOCITY_ACTUAL:
+                c.v_counts = value
+            elif index == od.TORQUE_ACTUAL:
+                c.f_permille = value
 
     def _view_by_sdo(self) -> None:
         """The statusword and mode display while no TPDO brings them (NMT PRE-OPERATIONAL)."""

@@ -53,7 +53,12 @@ def test_foreign_payloads_move_nothing_and_are_counted(env: dict[str, str]) -> N
         ("uavcan.primitive.scalar.Natural8", "7"),
     ):
         y("pub", "-N", "3", "-T", "0.05", f"{SUBJECT}:{dtype}", value, env=env)
-    c = wait_for(lambda: (c := counters(env))["bad_payload"] >= 12 and c, timeout=20, what="12 bad payloads counted")
+    seen: list[dict[str, Any]] = []
+    try:
+        c = wait_for(lambda: (c := counters(env), seen.append(c))[0]["bad_payload"] >= 12 and c, timeout=20,
+                     what="12 bad payloads counted")
+    except AssertionError as ex:
+        raise AssertionError(f"{ex}; the node's counters: {seen[-1:]}") from None
     assert c["accepted"] == 0, c
     m = motion(env)
     assert not m["engaged"] and m["meas"][0] == p0, m

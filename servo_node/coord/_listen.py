@@ -45,8 +45,12 @@ class Listener:
     """Subscriptions to every axis's ``dynamics`` on a pycyphal presentation: the latest sample of each, and the
     recordings while :attr:`recorders` is set (one :class:`~._result.Recorder` per axis)."""
 
-    def __init__(self, transport: Any, axes: Sequence[Axis]) -> None:
+    def __init__(self, transport: Any, axes: Sequence[Axis], presentation: Any = None) -> None:
+        """``presentation``: a node shared with others (the console's): subscribe through its presentation layer,
+        whose subscribers share a subject's transport session (a raw session of our own would be theirs too:
+        closing it would end their subscription, and reading it would take their transfers)."""
         self._transport = transport
+        self._presentation = presentation
         self.axes = list(axes)
         self._sessions: list[Any] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -61,6 +65,14 @@ class Listener:
         if self._sessions:
             return
         self.latest = [None] * len(self.axes)
+        if self._presentation is not None:
+            import zubax.physics.dynamics
+
+            for i, ax in enumerate(self.axes):
+                sub = self._presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, ax.dynamics)
+                sub.receive_in_background(self._on_message(i))
+                self._sessions.append(sub)
+            return
         for i, ax in enumerate(self.axes):
             session = self._transport.get_input_session(
                 pt.InputSessionSpecifier(pt.MessageDataSpecifier(ax.dynamics), None), pt.PayloadMetadata(DYNAMICS_SIZE))
@@ -89,6 +101,22 @@ class Listener:
         recs, self.recorders = self.recorders, None
         return recs
 
+    def _on_message(self, i: int) -> Any:
+        """Axis ``i``'s handler of deserialized samples (a shared node's subscriber)."""
+
+        async def handler(msg: Any, _meta: Any) -> None:
+            kin = msg.value.kinematics
+            self._take(i, (msg.timestamp.microsecond * 1e-6, float(kin.base.position), float(kin.base.velocity),
+                           float(kin.acceleration)))
+
+        return handler
+
+    def _take(self, i: int, sample: State) -> None:
+        self.latest[i] = sample
+        if self.recorders is not None:
+            self.recorders[i].add(*sample)
+        self._fresh.set()
+
     async def _receive(self, i: int, session: Any) -> None:
         """Axis ``i``'s samples, as they come, until its session is closed."""
         import pycyphal.transport as pt
@@ -99,11 +127,7 @@ class Listener:
                 transfer = await session.receive(loop.time() + 1.0)
                 if transfer is None:
                     continue
-                sample = dynamics_sample(b"".join(transfer.fragmented_payload))
-                self.latest[i] = sample
-                if self.recorders is not None:
-                    self.recorders[i].add(*sample)
-                self._fresh.set()
+                self._take(i, dynamics_sample(b"".join(transfer.fragmented_payload)))
         except (asyncio.CancelledError, pt.ResourceClosedError):
             pass
 

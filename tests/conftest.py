@@ -24,6 +24,9 @@ BUS_SCENARIOS = (
     "tests/hostile/test_poison_frame.py",
     "tests/hostile/test_trust.py",
     "tests/mimic/test_processes.py",
+    "tests/console/test_server.py",
+    "tests/odrive/test_system.py",
+    "tests/sim_plant_node/test_cia402_process_fault.py",
     "tests/multihost/",
 )
 """Tests whose verdicts depend on real processes keeping real time (servo nodes, drives, tracking over the bus, stops to
@@ -61,7 +64,6 @@ compiles them."""
 
 LATE_BUS_SCENARIOS = (
     "tests/console/test_browser.py",
-    "tests/console/test_server.py",
     "tests/fuzz/",
     "tests/hanoi/test_run.py::test_out_of_reach_is_refused_before_anything_moves",
     "tests/hostile/test_setpoint_subject.py",
@@ -71,7 +73,6 @@ LATE_BUS_SCENARIOS = (
     "tests/sim_plant_node/test_cia402_interop.py",
     "tests/sim_plant_node/test_cia402_nmt.py",
     "tests/sim_plant_node/test_bus.py::test_invalid_register_is_a_clear_startup_error",
-    "tests/sim_plant_node/test_cia402_process_fault.py",
     "tests/system/test_cia402.py::test_a_fixed_mapping_without_a_needed_object_is_a_clear_error",
     "tests/system/test_cia402.py::test_absent_drive_or_wrong_node_id_is_a_clear_error",
 )

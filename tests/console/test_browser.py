@@ -31,6 +31,14 @@ def _css(driver: Any, selector: str) -> Any:
     return driver.find_element("css selector", selector)
 
 
+def _text(driver: Any, selector: str) -> str | None:
+    """An element's text, read in one script call: the page replaces the bus table's rows as heartbeats come, and a
+    reference held across two calls goes stale (StaleElementReferenceException)."""
+    return driver.execute_script(  # type: ignore[no-any-return]
+        "const e = document.querySelector(arguments[0]); return e && e.offsetParent !== null ? e.innerText : null",
+        selector)
+
+
 def _stats(driver: Any) -> dict[str, Any]:
     return dict(driver.execute_script("return window.consoleStats"))
 
@@ -99,8 +107,8 @@ def test_the_page_lists_edits_and_jogs_the_servos(tmp_path: Path) -> None:
                 # The bus: both nodes, both servo axes.
                 wait_for(lambda: len(driver.find_elements("css selector", "#axes tbody tr")) == 2, 60,
                          what="both servo axes on the page")
-                assert _css(driver, "#node-21").is_displayed() and _css(driver, "#node-22").is_displayed()
-                assert "servo_node" in _css(driver, "#node-21").text
+                wait_for(lambda: all(_text(driver, f"#node-{n}") for n in (21, 22)), 30, what="both nodes shown")
+                assert "servo_node" in (_text(driver, "#node-21") or "")
 
                 # A register edited on the page, read back with yakut.
                 _retried(lambda: Select(_css(driver, "#reg-node")).select_by_value("21"), "node 21 chosen")

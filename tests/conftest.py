@@ -77,7 +77,7 @@ LATE_BUS_SCENARIOS = (
     "tests/system/test_cia402.py::test_absent_drive_or_wrong_node_id_is_a_clear_error",
 )
 """Scenarios with real processes whose verdicts are what the nodes count, refuse, answer or report (hostile peers,
-the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT, the console's stops by the deadman),
+the fuzzing campaign's invariants, the yakut workflow, CANopen objects and NMT, the console's page in the browser),
 with generous heartbeat bounds,
 not tracking. They too run one at a time (xdist group ``bus-late``), on the worker free once the warm-up is done
 (:func:`_run_order`), beside the ``bus`` group, whose time goes to motion, start-ups and answers more than to the

@@ -58,7 +58,9 @@ def test_nan_estimates_are_distrusted(tmp_path: Path) -> None:
             _frame(stranger, cs.GET_ENCODER_ESTIMATES, cs.pack_floats(math.nan, math.nan))
             s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=10, what="the NaN distrusted")
             print(s)
-            assert stranger.state() == "IDLE"
+            # The drive stays idle: as its heartbeat says (this listener has heard none yet when it has only just
+            # joined: UNKNOWN until the first).
+            wait_for(lambda: stranger.state() == "IDLE", timeout=10, what="the drive's heartbeat saying IDLE")
         finally:
             stranger.close()
 

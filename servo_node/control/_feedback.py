@@ -4,7 +4,8 @@ through (the embedded joint, a UDRAL drive, any other bus drive).
 
 **Feedback** (:func:`check_feedback`, right after the drive is measured). A sample is distrusted if
 
-- it holds NaN or infinity (position, velocity, acceleration, force): ``FEEDBACK_NOT_FINITE``;
+- it holds NaN or infinity (position, velocity, acceleration, force), or a bus drive's network side received such
+  a sample since the last tick (overwritten before the tick judged it): ``FEEDBACK_NOT_FINITE``;
 - it moved faster than the drive can: |p − p_good| beyond :data:`SPEED_FACTOR`·v_env·(Δt + :data:`JITTER_S`) plus
   :data:`STEP_MARGIN`·the following-error window (Δt from the last good sample, on our clock, or the drive's
   stamps where they say more time passed, by at most the feedback timeout), or it reports |v| beyond
@@ -83,6 +84,9 @@ def _judge(A: LoopArrays, remote: bool) -> float:
     for k in (L.M_P, L.M_V, L.M_A, L.M_F):
         if not math.isfinite(m[k]):
             return L.FB_NOT_FINITE
+    if remote and m[L.M_NOT_FINITE] > st[L.ST_FB_NF_SEEN]:
+        st[L.ST_FB_NF_SEEN] = m[L.M_NOT_FINITE]
+        return L.FB_NOT_FINITE  # One came since the last tick, overwritten by this finite one before it.
     if not remote or st[L.ST_FB_GOOD] == 0.0 or st[L.ST_ENGAGED] == 0.0:
         return L.FB_OK  # Disengaged, a finite sample is the new baseline: a new origin (homing) moves nothing.
     return _plausible(A, m[L.M_P], m[L.M_V], m[L.M_RX_T], m[L.M_STAMP], st[L.ST_FB_P], st[L.ST_FB_RX_T],

@@ -29,6 +29,9 @@ from ..drive._measurement import (
     M_FRESH as M_FRESH,
 )
 from ..drive._measurement import (
+    M_NOT_FINITE as M_NOT_FINITE,
+)
+from ..drive._measurement import (
     M_P as M_P,
 )
 from ..drive._measurement import (
@@ -164,7 +167,8 @@ ST_BRAKE_EFFECT = 44  # the hold: when its first zero command takes effect at th
 ST_MISSED = 45  # ticks the real clock's thread skipped: due while it was more than a period late (control._kernel)
 ST_LATE_MAX = 46  # largest lateness of a tick behind its due time [second] (real clock)
 ST_TRACE_NEXT = 47  # loop time the next trace sample is due [second] (control._trace)
-N_ST = 48
+ST_FB_NF_SEEN = 48  # M_NOT_FINITE already judged (a bus drive's non-finite samples, overwritten ones included)
+N_ST = 49
 
 FB_OK = 0.0
 FB_NOT_FINITE = 1.0  # NaN or inf in position, velocity, acceleration or force

@@ -8,6 +8,7 @@ A bus drive's network side writes ``rx`` (measurements and a record of each comm
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from .._seqlock import begin_write, end_write
@@ -69,8 +70,11 @@ class BusDrive(Drive):
         end_write(rx)
 
     def record_measurement(self, p: float, v: float, a: float, f: float, received_at: float, stamp: float) -> None:
-        """A measured state, received at ``received_at`` (monotonic) and stamped ``stamp`` by the drive's clock."""
+        """A measured state, received at ``received_at`` (monotonic) and stamped ``stamp`` by the drive's clock.
+        A non-finite one is also counted: the loop judges the latest sample of each tick, and a NaN the drive's next
+        frame overwrote before the tick (a busy host) must still be distrusted."""
         rx = self._arrays.rx
+        bad = not (math.isfinite(p) and math.isfinite(v) and math.isfinite(a) and math.isfinite(f))
         begin_write(rx)
         rx[link.RX_P] = p
         rx[link.RX_V] = v
@@ -79,4 +83,6 @@ class BusDrive(Drive):
         rx[link.RX_T] = received_at
         rx[link.RX_STAMP] = stamp
         rx[link.RX_COUNT] += 1.0
+        if bad:
+            rx[link.RX_NOT_FINITE] += 1.0
         end_write(rx)

@@ -18,4 +18,5 @@ M_SENT_V = 11  # that command's velocity
 M_SENT_F = 12  # that command's force/torque
 M_SENT_NEXT = 13  # when it plans to send the next one [second, loop clock]
 M_T = 14  # when the drive was in the measured state [second, loop clock] (set by control._link; now if local)
-N_MEAS = 15
+M_NOT_FINITE = 15  # measurements received with NaN or infinity (a count: one overwritten before a tick still counts)
+N_MEAS = 16

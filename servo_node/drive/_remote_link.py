@@ -23,6 +23,7 @@ from ._measurement import (
     M_COUNT,
     M_F,
     M_FRESH,
+    M_NOT_FINITE,
     M_P,
     M_RX_T,
     M_SENT_COUNT,
@@ -47,7 +48,8 @@ RX_SENT_V = 9  # its velocity (NaN: none)
 RX_SENT_F = 10  # its force/torque (NaN: none)
 RX_SENT_COUNT = 11  # commands sent
 RX_SENT_NEXT = 12  # when the network side plans to send the next one [second, monotonic]
-N_RX = 13
+RX_NOT_FINITE = 13  # measurements received with NaN or infinity in them (each one judged, even if overwritten)
+N_RX = 14
 
 TX_SEQ = 0
 TX_ENABLE = 1  # 1 while the loop commands the drive (readiness ENGAGED), else 0 (STANDBY)
@@ -95,6 +97,7 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
         meas[M_SENT_V] = rx[RX_SENT_V]
         meas[M_SENT_F] = rx[RX_SENT_F]
         meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
+        meas[M_NOT_FINITE] = rx[RX_NOT_FINITE]
     count = meas[M_COUNT]
     last = meas[M_RX_T] if count > 0.0 else started
     meas[M_FRESH] = 1.0 if (now - last <= feedback_timeout and count > 0.0) else 0.0

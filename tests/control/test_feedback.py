@@ -213,6 +213,25 @@ def test_nan_feedback_is_a_fault_at_once_and_never_reaches_a_command() -> None:
     assert at_once is ErrorCode.FEEDBACK_NOT_FINITE and not d.loop.sample().engaged
 
 
+def test_a_nan_overwritten_before_the_tick_is_still_a_fault() -> None:
+    """A busy host: the network side records a NaN estimate and then the drive's next, finite one before the loop's
+    tick reads the link. The tick sees only the finite one; the NaN must still be distrusted (CI: an ODrive NaN lost
+    this way on a loaded machine)."""
+    d = drive()
+    move(d)
+    d.run(0.3)
+    bus = d.loop.drive
+    assert isinstance(bus, LinkedDrive)
+    t = d.loop.now()
+    bus.record_measurement(d.p, math.nan, 0.0, 0.0, t, t + 1000.0)
+    bus.record_measurement(d.p, d.v, 0.0, 0.0, t, t + 1000.0)
+    d.loop.advance(DRIVE_PERIOD)
+    assert d.loop.sample().error is ErrorCode.FEEDBACK_NOT_FINITE
+    d.run(1.0)
+    peak, _, faults = faulted(d)
+    assert peak <= V_LIMIT and faults == 1 and not d.loop.sample().engaged
+
+
 def test_a_stale_timestamp_is_a_fault() -> None:
     """Finding 1: drive timestamps 20 s stale (a restarted drive) commanded 74.6 units/s."""
     d = drive()

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from cyphal_common.dynamics_tap import DynamicsTap
+from cyphal_common.dynamics_tap import Sample as TapSample
 from cyphal_common.tasks import cancel_and_wait
 from servo_node.scope._trace import Trace
 
@@ -99,16 +101,16 @@ class Streams:
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait([task])
-        for sub in self._subs.values():
-            sub.close()
+        tap = DynamicsTap.of(self.bus.node.presentation.transport)
+        for subject, consumer in self._subs.items():
+            tap.remove(subject, consumer)
         self._subs.clear()
 
     # ---------------------------------------------------------------- subscriptions
 
     def want(self, keys: Iterable[str]) -> None:
         """One more user (a page, a recording) of each axis in ``keys``: subscribe to its ``dynamics``."""
-        import zubax.physics.dynamics
-
+        tap = DynamicsTap.of(self.bus.node.presentation.transport)
         for key in keys:
             axis = self.bus.axis(key)
             if axis.dynamics > 8191:
@@ -117,9 +119,9 @@ class Streams:
             self.rings.setdefault(key, Ring())
             self._routes[(axis.dynamics, axis.node_id)] = key
             if axis.dynamics not in self._subs:
-                sub = self.bus.node.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, axis.dynamics)
-                sub.receive_in_background(self._on_dynamics(axis.dynamics))
-                self._subs[axis.dynamics] = sub
+                consumer = self._on_dynamics(axis.dynamics)
+                tap.add(axis.dynamics, consumer)
+                self._subs[axis.dynamics] = consumer
 
     def unwant(self, keys: Iterable[str]) -> None:
         """One user fewer of each axis in ``keys``; a subject nobody needs is closed."""
@@ -133,25 +135,22 @@ class Streams:
                 if k == key:
                     del self._routes[route]
             used = {subject for subject, _ in self._routes}
+            tap = DynamicsTap.of(self.bus.node.presentation.transport)
             for subject in [s for s in self._subs if s not in used]:
-                self._subs.pop(subject).close()
+                tap.remove(subject, self._subs.pop(subject))
 
     def _on_dynamics(self, subject: int) -> Any:
-        async def handler(msg: Any, meta: Any) -> None:
-            key = self._routes.get((subject, meta.source_node_id))
+        def consume(source: int, sample: TapSample) -> None:
+            key = self._routes.get((subject, source))
             if key is None:
                 return
             self.received += 1
-            kin = msg.value.kinematics
-            t = msg.timestamp.microsecond * 1e-6
-            p, v, a, f = float(kin.base.position), float(kin.base.velocity), float(kin.acceleration), \
-                float(msg.value.force)
-            self.rings[key].add(t, p, v, a, f)
+            self.rings[key].add(*sample)
             rec = self.recording
             if rec is not None and key in rec.labels:
-                rec.trace.axis(rec.labels[key]).measured.add(t, p, v, a, f)
+                rec.trace.axis(rec.labels[key]).measured.add(*sample)
 
-        return handler
+        return consume
 
     # ---------------------------------------------------------------- reference and limits
 

@@ -152,7 +152,7 @@ class Coordinator:
             )
         self._node = node
         pres = node.presentation
-        self.listener = Listener(pres.transport, self.axes, pres if self._shared_node is not None else None)
+        self.listener = Listener(pres.transport, self.axes)
         for ax in self.axes:
             pub = pres.make_publisher(zubax.telega.ServoCommand_1_0, ax.setpoint)
             pub.priority = pycyphal.transport.Priority.HIGH

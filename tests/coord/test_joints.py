@@ -108,14 +108,15 @@ def test_a_deviation_above_the_threshold_is_judged_even_with_samples_lost() -> N
 
 @pytest.mark.parametrize("stamp_us", [0, 1, 1_795_860_019_547_653, (1 << 53) - 1])
 def test_a_dynamics_payload_reads_as_the_dsdl_deserializer_reads_it(stamp_us: int) -> None:
-    """The coordinator decodes ``DoF3rdTs.1.0`` with one struct call: bit for bit the generated deserializer's
-    stamp, position, velocity and acceleration, for the whole payload and for a shorter one (zero-extended)."""
+    """The coordinator and the console decode ``DoF3rdTs.1.0`` with one struct call: bit for bit the generated
+    deserializer's stamp, position, velocity, acceleration and force, for the whole payload, a shorter one
+    (zero-extended) and a longer one (truncated)."""
     import pycyphal.dsdl
     import zubax
     import zubax.physics.dynamics
     import zubax.physics.kinematics
 
-    from servo_node.coord._listen import DYNAMICS_SIZE, dynamics_sample
+    from cyphal_common.dynamics_tap import DYNAMICS_SIZE, decode
 
     kin = zubax.physics.kinematics.DoF3rd_1_0(
         base=zubax.physics.kinematics.DoF2nd_1_0(position=-1.2345678, velocity=3.25e-5), acceleration=-17.5)
@@ -128,5 +129,5 @@ def test_a_dynamics_payload_reads_as_the_dsdl_deserializer_reads_it(stamp_us: in
         assert ref is not None
         k = ref.value.kinematics
         expected = (ref.timestamp.microsecond * 1e-6, float(k.base.position), float(k.base.velocity),
-                    float(k.acceleration))
-        assert dynamics_sample(data) == expected
+                    float(k.acceleration), float(ref.value.force))
+        assert decode(data) == expected

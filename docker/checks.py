@@ -143,6 +143,15 @@ class Bus:
     async def status(self, ax: Axis) -> dict[str, Any]:
         return dict((await self.json(ax.servo, "sys.status"))["servo"])
 
+    async def at_rest(self, ax: Axis, timeout: float = 5.0) -> float:
+        """The axis's measured position once it is at rest (|v| < 1e-3; the last one read after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            meas = (await self.json(ax.servo, "sys.motion"))["meas"]
+            if abs(meas[1]) < 1e-3 or time.monotonic() > deadline:
+                return float(meas[0])
+            await asyncio.sleep(0.1)
+
     async def wait_moving(self, ax: Axis, speed: float = 2.0, timeout: float = 20.0) -> float:
         """Wait until the axis's measured |v| exceeds ``speed``; returns its position."""
         deadline = time.monotonic() + timeout
@@ -192,7 +201,7 @@ async def check_coordinated(bus: Bus, targets: list[float], sync: str) -> str:
     env = _y_env()
     axes = [arg for ax in AXES for arg in ("--axis", f"{ax.servo}:{ax.setpoint}:{ax.dynamics}")]
     proc = await asyncio.create_subprocess_exec(
-        "servo-coord", "move", *axes, "--to", ",".join(map(str, targets)), "--sync", sync, "--hold", "0.3",
+        "servo-coord", "move", *axes, "--to", ",".join(map(str, targets)), "--sync", sync, "--hold", "1.0",
         env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await proc.communicate()
     text = out.decode()
@@ -208,9 +217,9 @@ async def check_coordinated(bus: Bus, targets: list[float], sync: str) -> str:
         raise CheckFailedError(f"the nodes' planned durations differ: {durations}")
     if float(spread[1]) * 1e-3 > SPREAD_FRACTION * durations[0]:
         raise CheckFailedError(f"arrival spread {spread[1]} ms > {SPREAD_FRACTION:.0%} of {durations[0]:.3f} s")
-    final = [float((await bus.json(ax.servo, "sys.motion"))["meas"][0]) for ax in AXES]
+    final = [await bus.at_rest(ax) for ax in AXES]
     if any(not abs(p - t) < ARRIVAL_TOLERANCE for p, t in zip(final, targets, strict=True)):
-        raise CheckFailedError(f"not at the targets {targets} after the hold: {final}")
+        raise CheckFailedError(f"not at the targets {targets} at rest after the hold: {final}")
     status = {ax.servo: (await bus.status(ax))["error"] for ax in AXES}
     if any(status.values()):
         raise CheckFailedError(f"errors reported: {status}")
@@ -221,24 +230,24 @@ async def check_drive_lost(bus: Bus, ax: Axis) -> str:
     """Mid-move, the host kills the axis's drive container: its servo reports error 3 (drive lost) and stops,
     its heartbeat says WARNING; the other axes report no error."""
     start = float((await bus.json(ax.servo, "sys.motion"))["meas"][0])
-    pub = await publish({ax: start + 40.0}, seconds=30.0)
+    pub = await publish({ax: start + 100.0}, seconds=30.0)
     try:
         await bus.wait_moving(ax)
         print("READY", flush=True)
+        # The drive is gone for good: the error must hold and the heartbeat say WARNING (not merely once: a
+        # starved host may time out a live drive's feedback for a moment too, and hear it again).
         deadline = time.monotonic() + 15.0
         st: dict[str, Any] = {}
+        hb = None
         while time.monotonic() < deadline:
             st = await bus.status(ax)
-            if st["error"] == 3:
-                break
+            if st["error"] == 3 and st["state"] == "error":
+                _, hb = await asyncio.get_running_loop().run_in_executor(None, wait_heartbeat, ax.servo, _iface(), 1.5)
+                if hb is not None and hb.health == HEALTH_WARNING and (await bus.status(ax))["error"] == 3:
+                    break
             await asyncio.sleep(0.2)
         else:
-            raise CheckFailedError(f"servo {ax.servo} did not report drive lost: {st}")
-        if st["state"] != "error":
-            raise CheckFailedError(f"servo {ax.servo} state {st['state']} with error 3")
-        _, hb = await asyncio.get_running_loop().run_in_executor(None, wait_heartbeat, ax.servo, _iface(), 3.0)
-        if hb is None or hb.health != HEALTH_WARNING:
-            raise CheckFailedError(f"servo {ax.servo} heartbeat {hb} (expected health WARNING)")
+            raise CheckFailedError(f"servo {ax.servo} did not hold error 3 with a WARNING heartbeat: {st}, {hb}")
         others = {o.servo: (await bus.status(o))["error"] for o in AXES if o != ax}
         if any(others.values()):
             raise CheckFailedError(f"the other axes report errors: {others}")
@@ -270,7 +279,7 @@ async def check_safe_stop(bus: Bus, ax: Axis) -> str:
     dyn.receive_in_background(on_dyn)
     fb.receive_in_background(on_fb)
     start = float((await bus.json(ax.servo, "sys.motion"))["meas"][0])
-    target = start + 40.0
+    target = start + 100.0  # Far enough that a stop taken late on a busy host is still mid-way.
     pub = await publish({ax: target}, seconds=30.0)
     try:
         await bus.wait_moving(ax)

@@ -203,7 +203,9 @@ def test_homing_by_the_current_position_or_the_negative_limit_switch(method: int
             if method == 35:
                 assert abs(home) < 1e-3 and lowest > -1e-3
             else:
-                assert abs(home + 1.0) < 0.02 and lowest <= -1.0, (home, lowest)  # The switch's edge.
+                # Home is the switch's edge; the joint went there (the readings are 100 Hz samples: the moment it
+                # was beyond the switch, before the zero search brought it back to the edge, may fall between two).
+                assert abs(home + 1.0) < 0.02 and lowest < -0.98, (home, lowest)
             with _publishing(env, [1.25]):  # One unit up from home.
                 wait_for(lambda: abs(em.plant.sample().position - (home + 1.0)) < 0.01
                          and isinstance(reader.json("sys.motion")["settled"], float), timeout=120, what="moved 1")

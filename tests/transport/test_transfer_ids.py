@@ -26,6 +26,8 @@ async def _run_twice(fresh_ids: bool) -> list[float]:
             for _ in range(3):
                 assert await pub.publish(uavcan.primitive.scalar.Real32_1_0(value))
             tx.close()
+            # Until 0.3 s without one: the new publisher must start within the receiver's transfer-ID timeout (2 s),
+            # where its former self's IDs still count. What was sent is queued at the receiver already.
             while (msg := await sub.receive_for(0.3)) is not None:
                 got.append(float(msg[0].value))
     finally:
@@ -41,7 +43,9 @@ async def test_a_publisher_restarted_within_the_transfer_id_timeout_is_heard() -
 
 
 async def _call_twice(fresh_ids: bool) -> list[bool]:
-    """A client node calls a server and closes; a new one with the same node-ID calls again at once."""
+    """A client node calls a server and closes; a new one with the same node-ID calls again at once. Each call
+    waits 5 s for its answer: a request taken for a repeat is never answered, however long one waits, and a busy
+    host may answer a taken one late (0.5 s was once too short in CI)."""
     import uavcan.node
 
     server_side = Presentation(UDPTransport("127.0.0.1", local_node_id=RECEIVER))
@@ -56,7 +60,7 @@ async def _call_twice(fresh_ids: bool) -> list[bool]:
         for _ in range(2):
             tx = Presentation(UDPTransport("127.0.0.1", local_node_id=SENDER))
             client = tx.make_client_with_fixed_service_id(uavcan.node.GetInfo_1_0, RECEIVER)
-            client.response_timeout = 0.5
+            client.response_timeout = 5.0
             if fresh_ids:
                 continue_after_restart(client)
             answered.append(await client.call(uavcan.node.GetInfo_1_0.Request()) is not None)

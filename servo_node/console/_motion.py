@@ -30,8 +30,10 @@ from cyphal_common.tasks import cancel_and_wait
 
 from ._bus import AxisInfo, Bus, ConsoleError
 
-LEASE_S = 0.3
-"""A hold not renewed for this long has ended (the page froze, or its messages stopped) [second]."""
+LEASE_S = 0.6
+"""A hold not renewed for this long has ended (the page froze, or its messages stopped) [second]. A browser on a
+busy host misses its 50 ms renewals for a few hundred milliseconds (0.3 s once ended a held jog in CI); a page that
+closes or loses its connection ends its holds at once, whatever this is."""
 RENEW_S = 0.05
 """How often the page renews a hold while the user holds the control [second]."""
 FEED_MAX_S = 0.1

@@ -106,13 +106,15 @@ def test_on_reception_the_joints_leave_the_line_as_their_starts_do(bus_kind: str
     assert "STOPPED" not in out and "REJECTED" not in out, out
     # On CAN the coordinator does not listen while its burst goes out (Coordinator.move: receptions would run
     # between its frames), and on reception the joints start during it: the only stretch it may not judge is that
-    # one, from the burst's start and no longer than the burst. Over UDP it listens throughout.
+    # one, from the burst's start and no longer than the burst and the wait for the next sample after it (two sample
+    # periods: the loop's stepped time may catch up on the wall clock meanwhile). Over UDP it listens throughout.
     burst_ms = float(re.search(r"burst (\d+) µs", out)[1]) / 1e3  # type: ignore[index]
     unjudged = re.findall(r"samples: node \d+: .*?\(from \+(\d+) ms\), (\d+) ms of the move not judged", out)
     assert out.count("samples:") == len(unjudged), out
     if bus_kind == "udp":
         assert not unjudged, out
-    assert all(int(start) == 0 and int(ms) <= burst_ms + 1 for start, ms in unjudged), (burst_ms, unjudged)
+    slack_ms = 2e3 / DYNAMICS_RATE_HZ
+    assert all(int(start) == 0 and int(ms) <= burst_ms + slack_ms for start, ms in unjudged), (burst_ms, unjudged)
     f = _figures(out)
     assert abs(f["measured_line"] - f["line"]) <= 0.1, f
     assert abs(f["measured_spread"] - f["spread"]) <= 0.5, f

@@ -56,24 +56,28 @@ def test_dbc_frames_drive_every_mode_and_the_heartbeat_says_so() -> None:
         assert str(ln.heartbeat["Procedure_Result"]) == "BUSY"  # type: ignore[index]
         ln.send("Set_Input_Vel", Input_Vel=1.5, Input_Torque_FF=0.0)
         wait_for(lambda: abs(_estimates(ln)[1] - 1.5) < 1e-3, timeout=5, what="1.5 turn/s")
+        t0 = time.monotonic()
         p0 = _estimates(ln)[0]
         time.sleep(0.5)
-        assert _estimates(ln)[0] - p0 == pytest.approx(0.75, abs=0.05)  # 1.5 turn/s for 0.5 s.
+        moved = _estimates(ln)[0] - p0
+        elapsed = time.monotonic() - t0
+        # 1.5 turn/s for the time slept: never more than that takes it (an estimate may be one period stale), and at
+        # least half (the emulator's joint is simulated in real time: a host that starves it loses simulated time).
+        assert 0.5 * 1.5 * 0.5 < moved <= 1.5 * elapsed + 0.05, (moved, elapsed)
 
         ln.send("Set_Controller_Mode", Control_Mode="POSITION_CONTROL", Input_Mode="PASSTHROUGH")
         ln.send("Set_Input_Pos", Input_Pos=2.0, Vel_FF=0.0, Torque_FF=0.0)
         wait_for(lambda: abs(_estimates(ln)[0] - 2.0) < 1e-3 and abs(_estimates(ln)[1]) < 1e-3, timeout=10,
                  what="held at 2 turns")
         ln.send("Set_Input_Pos", Input_Pos=2.0, Vel_FF=0.25, Torque_FF=0.0)  # A velocity feed-forward held…
-        time.sleep(0.3)
-        p, v = _estimates(ln)
         # …against the position gain (20/s): v_ff + 20·(2 − p) = v settles at p = 2 + 0.25/20, v = 0.
-        assert p == pytest.approx(2.0 + 0.25 / 20.0, abs=2e-3) and abs(v) < 0.01
+        wait_for(lambda: abs((e := _estimates(ln))[0] - (2.0 + 0.25 / 20.0)) < 2e-3 and abs(e[1]) < 0.01, timeout=10,
+                 what="settled at 2 + 0.25/20 turns")
 
         ln.send("Set_Controller_Mode", Control_Mode="TORQUE_CONTROL", Input_Mode="PASSTHROUGH")
         ln.send("Set_Input_Torque", Input_Torque=-2.0)
-        time.sleep(0.3)
-        assert _estimates(ln)[1] < -0.05  # −2 N·m on J = 1 kg·m²: −2 rad/s² ≈ −0.32 turn/s².
+        # −2 N·m on J = 1 kg·m²: −2 rad/s² ≈ −0.32 turn/s².
+        wait_for(lambda: _estimates(ln)[1] < -0.05, timeout=10, what="accelerating backwards")
         ln.send("Set_Axis_State", Axis_Requested_State="IDLE")
         wait_for(lambda: ln.state() == "IDLE", timeout=5, what="IDLE")
         assert str(ln.heartbeat["Procedure_Result"]) == "CANCELLED"  # type: ignore[index]

@@ -81,11 +81,13 @@ def _plausible(A: LoopArrays, p: float, v: float, rx: float, s: float, p0: float
 def _judge(A: LoopArrays, remote: bool) -> float:
     """The reason to distrust this tick's new sample (FB_OK: none), against the last good one."""
     m, st = A.meas, A.st
+    unseen = remote and m[L.M_NOT_FINITE] > st[L.ST_FB_NF_SEEN]  # Counted first: one NaN is judged once.
+    if unseen:
+        st[L.ST_FB_NF_SEEN] = m[L.M_NOT_FINITE]
     for k in (L.M_P, L.M_V, L.M_A, L.M_F):
         if not math.isfinite(m[k]):
             return L.FB_NOT_FINITE
-    if remote and m[L.M_NOT_FINITE] > st[L.ST_FB_NF_SEEN]:
-        st[L.ST_FB_NF_SEEN] = m[L.M_NOT_FINITE]
+    if unseen:
         return L.FB_NOT_FINITE  # One came since the last tick, overwritten by this finite one before it.
     if not remote or st[L.ST_FB_GOOD] == 0.0 or st[L.ST_ENGAGED] == 0.0:
         return L.FB_OK  # Disengaged, a finite sample is the new baseline: a new origin (homing) moves nothing.

@@ -51,8 +51,6 @@ class DynamicsTap:
         self._transport = transport
         self._consumers: dict[int, list[Consumer]] = {}
         self._sessions: dict[int, tuple[Any, asyncio.Task[None]]] = {}
-        self.received = 0
-        """Transfers received on every subject (diagnostics)."""
 
     @staticmethod
     def of(transport: Any) -> DynamicsTap:
@@ -96,7 +94,6 @@ class DynamicsTap:
                 transfer = await session.receive(loop.time() + 1.0)
                 if transfer is None or transfer.source_node_id is None:
                     continue
-                self.received += 1
                 sample = decode(b"".join(transfer.fragmented_payload))
                 for consumer in list(self._consumers.get(subject, ())):
                     try:

@@ -101,16 +101,20 @@ class Streams:
         task, self._task = self._task, None
         if task is not None:
             await cancel_and_wait([task])
-        tap = DynamicsTap.of(self.bus.node.presentation.transport)
         for subject, consumer in self._subs.items():
-            tap.remove(subject, consumer)
+            self._tap.remove(subject, consumer)
         self._subs.clear()
 
     # ---------------------------------------------------------------- subscriptions
 
+    @property
+    def _tap(self) -> DynamicsTap:
+        """The ``dynamics`` tap of the console's transport (shared with a coordinator running in the console)."""
+        return DynamicsTap.of(self.bus.node.presentation.transport)
+
     def want(self, keys: Iterable[str]) -> None:
         """One more user (a page, a recording) of each axis in ``keys``: subscribe to its ``dynamics``."""
-        tap = DynamicsTap.of(self.bus.node.presentation.transport)
+        tap = self._tap
         for key in keys:
             axis = self.bus.axis(key)
             if axis.dynamics > 8191:
@@ -135,9 +139,8 @@ class Streams:
                 if k == key:
                     del self._routes[route]
             used = {subject for subject, _ in self._routes}
-            tap = DynamicsTap.of(self.bus.node.presentation.transport)
             for subject in [s for s in self._subs if s not in used]:
-                tap.remove(subject, self._subs.pop(subject))
+                self._tap.remove(subject, self._subs.pop(subject))
 
     def _on_dynamics(self, subject: int) -> Any:
         def consume(source: int, sample: TapSample) -> None:

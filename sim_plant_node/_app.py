@@ -31,7 +31,7 @@ from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, declare, real64, scalar
 from cyphal_common.tasks import cancel_and_wait
-from cyphal_common.transport import make_transport
+from cyphal_common.transport import bounded_backlog, make_transport
 from cyphal_common.udral import dynamics_ts_type, dynamics_type, make_dynamics_ts, read_dynamics
 from sim_plant import Joint, JointParams
 
@@ -135,6 +135,9 @@ class SimPlantNode:
         dynamics_t = dynamics_ts_type(self._rotational)
         self._sub_setpoint = self._port(node.make_subscriber, setpoint_t, f"{service}.setpoint")
         self._sub_readiness = self._port(node.make_subscriber, common.Readiness_0_1, f"{service}.readiness")
+        for sub in (self._sub_setpoint, self._sub_readiness):
+            if sub is not None:
+                bounded_backlog(sub)  # A busy host: the controller's recent commands, not an ever older backlog.
         self._pub_dynamics = self._port(node.make_publisher, dynamics_t, f"{service}.dynamics")
         self._pub_feedback = self._port(node.make_publisher, actuator.Feedback_0_1, f"{service}.feedback")
         self._pub_status = self._port(node.make_publisher, actuator.Status_0_1, f"{service}.status")

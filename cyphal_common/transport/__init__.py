@@ -37,6 +37,7 @@ space-separated groups for a redundant transport. ``yakut_transport_expression(g
 yakut must run with a Python where ``cyphal_common`` is importable (this project's venv).
 """
 
+from ._backlog import bounded_backlog
 from ._can_bus import CanIfaceError, UdpMulticastCanBus, open_can_bus
 from ._factory import (
     UDPMC_PREFIX,
@@ -58,6 +59,7 @@ __all__ = [
     "UDPMulticastMedia",
     "UdpMulticastCanBus",
     "UdpmcIfaceError",
+    "bounded_backlog",
     "continue_after_restart",
     "dropped_frames",
     "make_transport",

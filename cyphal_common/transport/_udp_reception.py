@@ -45,6 +45,9 @@ BATCH = 64
 loop (heartbeat, deadman, services) for longer than that; the rest waits in the socket for the next wake-up."""
 MAX_QUEUED = 1024
 """Unread frames a session keeps (pycyphal's ``receive`` takes one per call); more are dropped and counted."""
+BACKLOG_ATTRIBUTE = "_cyphal_servo_backlog"
+"""A session given this attribute (an int, by ``_backlog.bounded_backlog``) keeps that many unread frames at most,
+dropping the oldest."""
 READ_SIZE = 0xFFFF
 """Largest datagram read (pycyphal's ``_READ_SIZE``): a Cyphal/UDP frame is at most one IP datagram."""
 
@@ -79,7 +82,11 @@ def _on_readable(session: UDPInputSession) -> None:
             data = sock.recv(READ_SIZE)
         except OSError:  # Nothing more to read (BlockingIOError), or closed underneath (close() removes the reader).
             return
-        if queue.qsize() >= MAX_QUEUED:
+        bound = getattr(session, BACKLOG_ATTRIBUTE, None)
+        if bound is not None and queue.qsize() >= bound:
+            queue.get_nowait()  # A bounded backlog (_backlog.py): the oldest goes, what was just read is newer.
+            session._statistics.drops += 1
+        elif queue.qsize() >= MAX_QUEUED:
             session._statistics.drops += 1
             continue
         queue.put_nowait((Timestamp.now(), UDPFrame.parse(memoryview(data))))

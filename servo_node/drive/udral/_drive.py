@@ -28,6 +28,7 @@ import numpy as np
 import pycyphal
 
 from cyphal_common.tasks import cancel_and_wait
+from cyphal_common.transport import bounded_backlog
 
 from ..._seqlock import read_seqlocked
 from .. import _remote_link as link
@@ -84,6 +85,8 @@ class UdralDrive(BusDrive):
         self._pub_readiness = node.make_publisher(common.Readiness_0_1, port_prefix + "drive_readiness")
         self._sub_dynamics = node.make_subscriber(udral.dynamics_ts_type(rot), port_prefix + "drive_dynamics")
         self._sub_feedback = node.make_subscriber(actuator.Feedback_0_1, port_prefix + "drive_feedback")
+        for sub in (self._sub_dynamics, self._sub_feedback):
+            bounded_backlog(sub)  # A busy host: the drive's recent samples, not an ever older backlog.
         self.stale_measurements = 0
         """Measurements dropped because their timestamp was not newer than the latest one taken."""
         self.drive_readiness = -1

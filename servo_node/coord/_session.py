@@ -289,11 +289,28 @@ class Coordinator:
             on_sent(plan)
 
         async def repeat() -> None:
-            next_at = time.monotonic() + repeat_s
+            """The setpoints again every ``repeat_s`` (a quarter of the shortest deadman, at most 0.1 s). A failed
+            send is reported and retried at the next period; a gap past a deadman is reported, since the nodes then
+            stop on their own (this process held up: a starved host)."""
+            next_at = last = time.monotonic() + repeat_s
             while True:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-                await self._burst(msgs)
+                now = time.monotonic()
+                if now - last > 4.0 * repeat_s:
+                    _logger.warning("setpoints repeated %.3f s after the last (the nodes' deadman is %.3g s or more): "
+                                    "this process was held up; a node whose deadman expired stops", now - last,
+                                    4.0 * repeat_s)
+                try:
+                    await self._burst(msgs)
+                except OSError as ex:  # E.g. ENOBUFS on a starved host: transient.
+                    _logger.warning("setpoints not sent (%s: %s); again in %.3g s", type(ex).__name__, ex, repeat_s)
+                except Exception:
+                    _logger.exception("the setpoints' repetition failed: the nodes stop on their deadman")
+                    raise
+                last = now
                 next_at += repeat_s
+                if next_at < now:  # After a stall: on from now, not a catch-up burst per missed period.
+                    next_at = now + repeat_s
 
         async def mid_move() -> list[dict[str, Any]] | None:
             """Every node's ``sys.motion`` half-way: its plan, should a stop replace it after its arrival (a

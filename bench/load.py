@@ -8,7 +8,7 @@ CPU hogs (``yes >/dev/null``, niceness 0) run beside them. This process is the u
 joint and checks it came to rest. It listens to the servo's heartbeat under SCHED_FIFO where permitted, so the
 periods it reports are the servo's, not its own lateness. Reported per row: the tracking error (p50 / max over the
 moves), the loop's lateness p99 and max and the ticks it missed (``sys.timing``, over the row), the heartbeat
-period's extremes, and the final stop.
+period's extremes, the final stop, and the servo's error reports (``servo error: …`` in its log, after its start-up).
 
 Usage: ``python bench/load.py [--hogs 0 1 2 4] [--transports udp udpmc] [--seconds 20]``.
 """
@@ -154,12 +154,31 @@ class User:
         self.pres.close()
 
 
+def _error_reports(log: Path) -> list[str]:
+    """The servo's error reports in its log (``servo error: …``), in order."""
+    return [ln.split("servo error: ", 1)[1] for ln in log.read_text().splitlines() if "servo error: " in ln]
+
+
+def _counted(reports: list[str]) -> str:
+    """Reports counted per reason, in words."""
+    counts: dict[str, int] = {}
+    for why in reports:
+        counts[why] = counts.get(why, 0) + 1
+    return "; ".join(f"{n}× {why}" for why, n in counts.items()) or "none"
+
+
 async def _row(transport: str, hogs: int, seconds: float, tmp: Path) -> dict[str, Any]:
     env = _transport_env(transport)
     with _nodes(env, tmp):
         user = User(env)
         try:
-            await user.up()
+            try:
+                await user.up()
+            except RuntimeError:
+                print((tmp / "servo.log").read_text()[-2000:], file=sys.stderr)
+                raise
+            # The start-up's own error (the drive not heard yet when the loop starts) is not the row's.
+            start_errors = len(_error_reports(tmp / "servo.log"))
             await user.hold(0.0, 1.5)
             before = await user.read("sys.timing")
             tracks: list[float] = []
@@ -177,6 +196,7 @@ async def _row(transport: str, hogs: int, seconds: float, tmp: Path) -> dict[str
                 beats = list(user.heartbeats)
                 await asyncio.sleep(3.0)  # No setpoints: the deadman stops the joint.
                 motion = await user.read("sys.motion")
+                errors = _error_reports(tmp / "servo.log")[start_errors:]
         finally:
             user.close()
     periods = [b - a for a, b in itertools.pairwise(beats)]
@@ -189,7 +209,7 @@ async def _row(transport: str, hogs: int, seconds: float, tmp: Path) -> dict[str
         "late_p99": after["late_p99_ms"], "late_max": after["late_max_ms"],
         "missed": after["missed"] - before["missed"],
         "hb_min": min(periods, default=float("nan")), "hb_max": max(periods, default=float("nan")),
-        "at_rest": rest,
+        "at_rest": rest, "errors": _counted(errors),
     }
 
 
@@ -207,15 +227,18 @@ def main() -> None:
     except OSError:
         print("(not permitted to run under SCHED_FIFO: the heartbeat periods include this process's own lateness)")
     print("| transport | hogs | moves | track p50 / max [mrad] | loop late p99 / max [ms] | ticks missed | "
-          "heartbeat period min / max [s] | deadman stop at rest |")
-    print("|---|---|---|---|---|---|---|---|")
+          "heartbeat period min / max [s] | deadman stop at rest | servo errors |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for transport in args.transports:
             for hogs in args.hogs:
-                r = asyncio.run(_row(transport, hogs, args.seconds, Path(tmp)))
+                row_dir = Path(tmp) / f"{transport}-{hogs}"  # Fresh register files: a row's own transport only.
+                row_dir.mkdir()
+                r = asyncio.run(_row(transport, hogs, args.seconds, row_dir))
                 print(f"| {r['transport']} | {r['hogs']} | {r['moves']} | {r['track_p50'] * 1e3:.2f} / "
                       f"{r['track_max'] * 1e3:.2f} | {r['late_p99']:.2f} / {r['late_max']:.1f} | {r['missed']} | "
-                      f"{r['hb_min']:.3f} / {r['hb_max']:.3f} | {'yes' if r['at_rest'] else 'NO'} |", flush=True)
+                      f"{r['hb_min']:.3f} / {r['hb_max']:.3f} | {'yes' if r['at_rest'] else 'NO'} | "
+                      f"{r['errors']} |", flush=True)
 
 
 if __name__ == "__main__":

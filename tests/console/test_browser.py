@@ -31,6 +31,13 @@ def _css(driver: Any, selector: str) -> Any:
     return driver.find_element("css selector", selector)
 
 
+def _said(driver: Any) -> str:
+    """The page's register state line, its message and the node chosen, as they are now."""
+    return str(driver.execute_script(
+        "return [document.querySelector('#reg-state').textContent, document.querySelector('#message').textContent,"
+        " document.querySelector('#reg-node').value].join(' | ')"))
+
+
 def _text(driver: Any, selector: str) -> str | None:
     """An element's text, read in one script call: the page replaces the bus table's rows as heartbeats come, and a
     reference held across two calls goes stale (StaleElementReferenceException)."""
@@ -115,8 +122,10 @@ def test_the_page_lists_edits_and_jogs_the_servos(tmp_path: Path) -> None:
                 _css(driver, "#reg-filter").send_keys("servo.profile")
                 _css(driver, "#reg-load").click()
                 row = '[id="reg-21-servo.profile.jerk"]'
-                wait_for(lambda: driver.find_elements("css selector", row), 120,
-                         what=f"the register table ({_css(driver, '#reg-state').text})")
+                try:
+                    wait_for(lambda: driver.find_elements("css selector", row), 120, what="the register table")
+                except AssertionError as ex:  # What the page said by then (its state line, its message).
+                    raise AssertionError(f"{ex}; the page: {_said(driver)}") from None
                 field = _css(driver, f"{row} input.value")
                 field.clear()
                 field.send_keys("123")

@@ -66,6 +66,7 @@ bench: $(PACKAGES)
 	$(BIN)/python bench/plant.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/load.py
 
 ## Tower of Hanoi with five servo nodes (examples/hanoi, docs/hanoi.md): BOXES=3; PLANT=arm puts base, shoulder and
 ## elbow on the coupled arm plant (sim-plant --arm), PLANT=joints (default) keeps independent joints; writes hanoi.png.

@@ -7,6 +7,7 @@ keep the compiler (and a weakly ordered CPU) from moving the data's loads and st
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -50,12 +51,14 @@ def try_read_seqlocked(src: np.ndarray, dst: np.ndarray) -> bool:
     return False
 
 
-@tick_jit
 def read_seqlocked(src: np.ndarray, dst: np.ndarray) -> None:
     """Copy a seqlocked array consistently, retrying for as long as the writer is mid-update (for a reader whose
-    writer is the control loop, which finishes within a tick)."""
+    writer is the control loop, which finishes within a tick). Between attempts the reader yields its core: under
+    SCHED_FIFO a reader that spun would hold the core the preempted writer waits for at the same priority (a node
+    started at real-time priority, as a deployment or a timing test starts it), until the kernel's real-time
+    throttling gave the rest 5 % of a second."""
     while not try_read_seqlocked(src, dst):
-        pass
+        os.sched_yield()
 
 
 @tick_jit

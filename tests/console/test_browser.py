@@ -64,10 +64,15 @@ def _retried(action: Any, what: str) -> None:
     wait_for(attempt, 30, 0.1, what)
 
 
-def _hold(driver: Any, button: Any) -> None:
+def _hold(driver: Any, selector: str) -> None:
+    """Press and keep holding the button at ``selector``, found again should the page replace its row meanwhile."""
     from selenium.webdriver import ActionChains
 
-    ActionChains(driver).move_to_element(button).click_and_hold(button).perform()
+    def press() -> None:
+        button = _css(driver, selector)
+        ActionChains(driver).move_to_element(button).click_and_hold(button).perform()
+
+    _retried(press, f"{selector} held")
 
 
 def _release(driver: Any) -> None:
@@ -90,7 +95,7 @@ def _moves_while_held(driver: Any, reader: RegisterClient, key: str) -> float:
     """Hold the axis's forward jog until the node says it is engaged and the page's plot has moved forward by a
     tenth of a unit at least; returns the plotted position then."""
     start = _stats(driver)["lastPosition"][key]
-    _hold(driver, _css(driver, f"#axis-{key} button.jog-fwd"))
+    _hold(driver, f"#axis-{key} button.jog-fwd")
     try:
         wait_for(lambda: _state(reader) == "engaged", 30, what=f"axis {key} engaged by the hold")
     except AssertionError as ex:  # What the node and the page said, for the report.

@@ -63,9 +63,13 @@ def test_base_node_402_drives_csv_and_reads_the_motion_back(master: Master) -> N
     moved = (p1 - p0) / COUNTS
     print(f"moved {moved:.4f}, reported velocity integrated over the receptions {integral:.4f}")
     assert moved > 0.5
-    # Never farther than the reported velocity takes it. Less is allowed down to half: the emulator's joint is
-    # simulated in real time and a starved host loses simulated time (its stalls), and reception times jitter.
-    assert 0.5 * integral < moved < 1.05 * integral + 0.02, (moved, integral)
+    # Never farther than the target velocity takes it in the time that passed (the reported velocity never exceeds
+    # it: checked below), and at least half the reported velocity's integral. Not bounded by that integral from
+    # above: it is taken over this process's reception times, and this process is not real-time here (TPDOs
+    # received in bunches after a stall shrink it: CI measured 1.209 moved against 0.934 integrated). Less is
+    # allowed down to half: the emulator's joint is simulated in real time and a starved host loses simulated time.
+    elapsed = samples[-1][0] - t0  # At rest before t0; the last sample was taken before it was received.
+    assert 0.5 * integral < moved < 1.05 * target * elapsed + 0.02, (moved, integral, elapsed)
     reached = next(s[0] for s in samples if abs(s[3] / COUNTS - target) < 1e-3)
     cruising = [s[3] / COUNTS for s in samples if reached <= s[0] < t1 - 0.05]
     assert len(cruising) > 10 and max(abs(v - target) for v in cruising) < 1e-3

@@ -77,12 +77,12 @@ def _on_readable(session: UDPInputSession) -> None:
     """The session's socket is readable: read up to :data:`BATCH` datagrams into its frame queue."""
     sock: socket_.socket = session._socket
     queue: asyncio.Queue[tuple[Timestamp, UDPFrame | None]] = session._frame_queue
+    bound = getattr(session, BACKLOG_ATTRIBUTE, None)
     for _ in range(BATCH):
         try:
             data = sock.recv(READ_SIZE)
         except OSError:  # Nothing more to read (BlockingIOError), or closed underneath (close() removes the reader).
             return
-        bound = getattr(session, BACKLOG_ATTRIBUTE, None)
         if bound is not None and queue.qsize() >= bound:
             queue.get_nowait()  # A bounded backlog (_backlog.py): the oldest goes, what was just read is newer.
             session._statistics.drops += 1

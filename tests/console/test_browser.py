@@ -32,10 +32,14 @@ def _css(driver: Any, selector: str) -> Any:
 
 
 def _said(driver: Any) -> str:
-    """The page's register state line, its message and the node chosen, as they are now."""
+    """What the page shows and counts now: its connection, register state line, message, node chosen, plotted
+    boxes, and its frame statistics (for a failure's report)."""
     return str(driver.execute_script(
-        "return [document.querySelector('#reg-state').textContent, document.querySelector('#message').textContent,"
-        " document.querySelector('#reg-node').value].join(' | ')"))
+        "const q = (s) => document.querySelector(s); const st = window.consoleStats;"
+        "return [q('#conn').textContent, q('#reg-state').textContent, q('#message').textContent, q('#reg-node').value,"
+        " 'plotted ' + [...document.querySelectorAll('input.plot')].map((e) => e.closest('tr').id + '=' + e.checked),"
+        " 'frames ' + st.frames + ' samples ' + st.samples + ' last ' + JSON.stringify(st.lastPosition),"
+        " 'errors ' + JSON.stringify(st.errors)].join(' | ')"))
 
 
 def _text(driver: Any, selector: str) -> str | None:
@@ -73,6 +77,34 @@ def _hold(driver: Any, selector: str) -> None:
         ActionChains(driver).move_to_element(button).click_and_hold(button).perform()
 
     _retried(press, f"{selector} held")
+
+
+def _type(driver: Any, selector: str, text: str) -> None:
+    """Replace the text of the input at ``selector`` (one found element for both steps)."""
+    field = _css(driver, selector)
+    field.clear()
+    field.send_keys(text)
+
+
+def _tick(driver: Any, selector: str) -> None:
+    """Tick the checkbox at ``selector`` until the page shows it ticked: a click lands where the box was when it was
+    aimed, and the page may have moved it meanwhile (a bus table row or message line grown above it)."""
+
+    def tick() -> bool:
+        box = _css(driver, selector)
+        if not box.is_selected():
+            box.click()
+        return bool(_css(driver, selector).is_selected())
+
+    def attempt() -> bool:
+        from selenium.common.exceptions import ElementClickInterceptedException, StaleElementReferenceException
+
+        try:
+            return tick()
+        except (StaleElementReferenceException, ElementClickInterceptedException):
+            return False
+
+    wait_for(attempt, 30, 0.2, f"{selector} ticked")
 
 
 def _release(driver: Any) -> None:
@@ -131,31 +163,28 @@ def test_the_page_lists_edits_and_jogs_the_servos(tmp_path: Path) -> None:
                     wait_for(lambda: driver.find_elements("css selector", row), 120, what="the register table")
                 except AssertionError as ex:  # What the page said by then (its state line, its message).
                     raise AssertionError(f"{ex}; the page: {_said(driver)}") from None
-                field = _css(driver, f"{row} input.value")
-                field.clear()
-                field.send_keys("123")
-                _css(driver, f"{row} button.write").click()
+                _retried(lambda: _type(driver, f"{row} input.value", "123"), "123 typed")
+                _retried(lambda: _css(driver, f"{row} button.write").click(), "write clicked")
                 wait_for(lambda: _css(driver, f"{row} .reason").text == "written", 30, what="the write's verdict")
                 assert float(y("r", "21", "servo.profile.jerk").split()[-1].strip("[]")) == 123.0
 
                 # A refused write shows the node's own reason; the old value stays.
-                field = _css(driver, f"{row} input.value")
-                field.clear()
-                field.send_keys("-5")
-                _css(driver, f"{row} button.write").click()
+                _retried(lambda: _type(driver, f"{row} input.value", "-5"), "-5 typed")
+                _retried(lambda: _css(driver, f"{row} button.write").click(), "write clicked")
                 wait_for(lambda: _css(driver, f"{row} .reason").text.startswith("refused"), 30, what="the refusal")
-                reason = _css(driver, f"{row} .reason").text
+                reason = _text(driver, f"{row} .reason") or ""
                 assert "servo.profile.jerk" in reason and "> 0" in reason, reason  # The node's diagnostic.
                 assert float(y("r", "21", "servo.profile.jerk").split()[-1].strip("[]")) == 123.0
                 assert r21.json("sys.counters")["refused_writes"] >= 1
 
                 # Plot both axes; hold-to-move jogs axis 21 only, and its plot follows.
                 for key in ("21", "22"):
-                    _css(driver, f"#axis-{key} input.plot").click()
-                wait_for(lambda: {"21", "22"} <= set(_stats(driver)["lastPosition"]), 60, what="both axes plotted")
-                speed = _css(driver, "#axis-21 input.speed")
-                speed.clear()
-                speed.send_keys(str(JOG_VELOCITY))
+                    _tick(driver, f"#axis-{key} input.plot")
+                try:
+                    wait_for(lambda: {"21", "22"} <= set(_stats(driver)["lastPosition"]), 60, what="both axes plotted")
+                except AssertionError as ex:
+                    raise AssertionError(f"{ex}; the page: {_said(driver)}") from None
+                _retried(lambda: _type(driver, "#axis-21 input.speed", str(JOG_VELOCITY)), "jog speed typed")
                 p22 = r22.json("sys.motion")["meas"][0]
                 plotted = _moves_while_held(driver, r21, "21")
                 assert r21.json("sys.motion")["meas"][0] > 0.1
@@ -179,7 +208,7 @@ def test_the_page_lists_edits_and_jogs_the_servos(tmp_path: Path) -> None:
                 driver.get(console.url)
                 wait_for(lambda: len(driver.find_elements("css selector", "#axes tbody tr")) == 2, 60,
                          what="the axes on the second tab")
-                _css(driver, "#axis-22 input.plot").click()
+                _tick(driver, "#axis-22 input.plot")
                 wait_for(lambda: "22" in _stats(driver)["lastPosition"], 60, what="axis 22 plotted")
                 _moves_while_held(driver, r22, "22")
                 driver.close()  # The tab goes, the mouse button still down.

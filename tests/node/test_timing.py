@@ -40,7 +40,9 @@ def test_ticks_missed_while_the_host_holds_the_loop_up_are_counted_and_reported(
         node.send_signal(signal.SIGCONT)
         after = wait_for(lambda: (t := timing())["missed"] > before["missed"] and t, timeout=30,
                          what="missed ticks in sys.timing")
-        assert moving(), "the motion went on after the hold-up"
+        # On a busy host the hold-up (and the publisher's own) may outlast the 0.5 s deadman: the node then brakes
+        # first. What counts is that the motion resumes.
+        wait_for(moving, timeout=30, what="the motion going on after the hold-up")
         time.sleep(1.0)  # The record out and read by yakut.
         out = stop(records)
     print(before, after, sep="\n")

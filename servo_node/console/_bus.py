@@ -105,6 +105,8 @@ class Bus:
         self.servos: dict[int, list[AxisInfo]] = {}
         """Node-ID → its axes, for every node known to be a servo."""
         self.not_servos: set[int] = set()
+        self.offline: dict[int, tuple[Any, Any]] = {}
+        """Node-ID → its last heartbeat and GetInfo, for every servo whose heartbeats stopped (shown as offline)."""
         self._discovery: dict[int, asyncio.Task[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.version = 0
@@ -153,7 +155,16 @@ class Bus:
     # ---------------------------------------------------------------- what arrives
 
     def _on_node(self, node_id: int, old: Any, new: Any) -> None:
+        """A node appeared, restarted or fell silent (pycyphal's ``NodeTracker``). A servo that falls silent keeps
+        its axes as offline: a busy host can hold heartbeats up past the offline timeout, and its axes, plots and
+        rows then go on when it is heard again; a lower uptime than its last (a restart) discovers it anew."""
         self.version += 1
+        if new is None and old is not None and node_id in self.servos:
+            self.offline[node_id] = (old.heartbeat, old.info)
+            return
+        last = self.offline.pop(node_id, None)
+        if new is not None and old is None and last is not None and new.heartbeat.uptime >= last[0].uptime:
+            return  # Back, the same run of the node: what was read of it holds.
         restarted = new is not None and (old is None or (new.info is None and old.info is not None))
         if new is None or restarted:
             self.servos.pop(node_id, None)
@@ -329,20 +340,27 @@ class Bus:
 
     # ---------------------------------------------------------------- the page's view
 
+    def _node_view(self, node_id: int, hb: Any, info: Any) -> dict[str, Any]:
+        return {
+            "node_id": node_id, "health": int(hb.health.value), "mode": int(hb.mode.value),
+            "uptime": int(hb.uptime), "vssc": int(hb.vendor_specific_status_code),
+            "name": bytes(info.name.tobytes()).decode(errors="replace") if info else None,
+            "version": f"{info.software_version.major}.{info.software_version.minor}" if info else None,
+            "vcs": f"{int(info.software_vcs_revision_id):016x}" if info else None,
+            "ports": self._ports.get(node_id),
+            "servo": node_id in self.servos if node_id in self.servos or node_id in self.not_servos else None,
+            "axes": [a.view() for a in self.servos.get(node_id, [])],
+            "offline": False,
+        }
+
     def snapshot(self) -> dict[str, Any]:
         """Every node seen, its health, mode, uptime, vendor status, name, version, ports, and its servo axes."""
         nodes = []
         for node_id, entry in sorted((self._tracker.registry if self._tracker else {}).items()):
             hb, info = entry.heartbeat, entry.info
-            nodes.append({
-                "node_id": node_id, "health": int(hb.health.value), "mode": int(hb.mode.value),
-                "uptime": int(hb.uptime), "vssc": int(hb.vendor_specific_status_code),
-                "name": bytes(info.name.tobytes()).decode(errors="replace") if info else None,
-                "version": f"{info.software_version.major}.{info.software_version.minor}" if info else None,
-                "vcs": f"{int(info.software_vcs_revision_id):016x}" if info else None,
-                "ports": self._ports.get(node_id),
-                "servo": node_id in self.servos if node_id in self.servos or node_id in self.not_servos else None,
-                "axes": [a.view() for a in self.servos.get(node_id, [])],
-            })
+            nodes.append(self._node_view(node_id, hb, info))
+        for node_id, (hb, info) in self.offline.items():
+            nodes.append({**self._node_view(node_id, hb, info), "offline": True})
+        nodes.sort(key=lambda n: int(n["node_id"]))
         return {"self": None if self.anonymous else int(self.node.id), "nodes": nodes,
                 "diagnostics": list(self.diagnostics)[-50:]}

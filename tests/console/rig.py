@@ -40,8 +40,10 @@ class Console:
         return self.url.split("/#token=")[1]
 
 
-def start_servos(group: Processes, tmp_path: Path) -> None:
-    group.servo_nodes(*((servo_env(n), tmp_path / f"servo{n}.db", n) for n in NODES))
+def start_servos(group: Processes, tmp_path: Path) -> dict[int, Any]:
+    """The two servo nodes, up; node-ID → its process."""
+    procs = group.servo_nodes(*((servo_env(n), tmp_path / f"servo{n}.db", n) for n in NODES))
+    return dict(zip(NODES, procs, strict=True))
 
 
 def start_console(group: Processes, tmp_path: Path, *options: str, node_id: int | None = CONSOLE_ID) -> Console:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -163,6 +164,50 @@ async def _servos_listed(ws: Any) -> None:
 def _at_rest_expired(reader: RegisterClient) -> bool:
     status, motion = reader.json("sys.status"), reader.json("sys.motion")
     return bool(status["servo"]["state"] == "expired" and motion["meas"][1] == 0.0 and not motion.get("engaged"))
+
+
+def test_a_servo_silent_past_the_offline_timeout_stays_listed_and_is_plotted_when_back(tmp_path: Path) -> None:
+    """A servo whose heartbeats stop for longer than Cyphal's offline timeout (3 s; here its process is stopped, as a
+    busy host can hold it up) stays on the page as offline with its axis; once heard again it is online with the
+    same axis, without being discovered anew, and a page plots it at once."""
+    with Processes() as group:
+        servos = start_servos(group, tmp_path)
+        console = start_console(group, tmp_path)
+
+        async def scenario() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+            session, ws = await _socket(console)
+            try:
+                await ws.send_json({"type": "hello", "token": console.token})
+                await _next(ws, "hello")
+                await _servos_listed(ws)
+                servos[22].send_signal(signal.SIGSTOP)
+                try:
+                    async with asyncio.timeout(60):  # The offline timeout is 3 s.
+                        while not (silent := _node(await _next(ws, "bus"), 22)).get("offline"):
+                            pass
+                finally:
+                    servos[22].send_signal(signal.SIGCONT)
+                async with asyncio.timeout(60):
+                    while (back := _node(await _next(ws, "bus"), 22)).get("offline", True):
+                        pass
+                await ws.send_json({"type": "plot", "axes": ["22"], "window_s": 10, "width": 1000})
+                while not (frame := await _next(ws, "frame"))["axes"].get("22"):
+                    pass
+                return silent, back, frame
+            finally:
+                await session.close()
+
+        silent, back, frame = asyncio.run(scenario())
+        assert [a["key"] for a in silent["axes"]] == ["22"] and silent["name"], silent
+        assert [a["key"] for a in back["axes"]] == ["22"] and back["uptime"] >= silent["uptime"], back
+        assert frame["axes"]["22"]["p"], frame
+        log = (tmp_path / "console.log").read_text()
+        assert "node 22" not in log, log  # No discovery warning (nor anything else) about it.
+
+
+def _node(bus: dict[str, Any], node_id: int) -> dict[str, Any]:
+    """The bus view's entry of ``node_id`` (empty if it is not listed)."""
+    return next((n for n in bus["nodes"] if n["node_id"] == node_id), {})
 
 
 def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:

@@ -84,7 +84,8 @@ function onBus(msg) {
   const tb = $("bus").tBodies[0];
   tb.replaceChildren(...msg.nodes.map((n) => el("tr", { id: `node-${n.node_id}` },
     el("td", {}, n.node_id), el("td", {}, n.name ?? "…"), el("td", {}, n.version ?? ""),
-    el("td", { class: `health-${n.health}` }, HEALTH[n.health] ?? n.health), el("td", {}, MODE[n.mode] ?? n.mode),
+    n.offline ? el("td", { class: "health-3" }, "offline") : el("td", { class: `health-${n.health}` }, HEALTH[n.health] ?? n.health),
+    el("td", {}, MODE[n.mode] ?? n.mode),
     el("td", {}, `${n.uptime} s`), el("td", {}, n.vssc),
     el("td", {}, ports(n.ports && n.ports.publishers)), el("td", {}, ports(n.ports && n.ports.subscribers)),
     el("td", {}, n.servo === null ? "…" : n.servo ? n.axes.map((a) => a.key).join(", ") : "—"))));
@@ -104,13 +105,15 @@ function renderAxes(msg) {
   const tb = $("axes").tBodies[0];
   const allowed = state.hello && state.hello.allow_motion;
   const present = new Set(allAxes().map((a) => `axis-${a.key}`));
+  const offline = new Set(state.bus ? state.bus.nodes.filter((n) => n.offline).map((n) => n.node_id) : []);
   for (const row of [...tb.rows]) if (!present.has(row.id)) row.remove();  // A node gone, or restarted.
   for (const a of allAxes()) {
     let row = $(`axis-${a.key}`);
     if (!row) { row = axisRow(a); tb.append(row); }
     const servo = (a.status && a.status.servo) || {};
     const st = row.querySelector(".state");
-    st.textContent = servo.state ?? "…"; st.className = `state state-${servo.state}`;
+    const shown = offline.has(a.node_id) ? "offline" : servo.state;
+    st.textContent = shown ?? "…"; st.className = `state state-${shown}`;
     const error = row.querySelector(".error");
     error.textContent = error.title = servo.error ? `${servo.error}: ${servo.reason ?? ""}` : "";
     row.querySelector(".limits").textContent =

@@ -60,6 +60,11 @@ REST_VELOCITY = 1e-3
 REST_ACCELERATION = 0.02
 """|a| [unit/s²] below which a joint counts as at rest: a joint still settling passes through zero velocity (a CI run
 judged the shoulder at rest 3.6 mrad off its target, accelerating at 0.1 rad/s²)."""
+RESUMES = 2
+"""How many segments a run may resume after their moving joints stopped on their deadman mid-move: the setpoints'
+repetitions, or their reception, were held up past it on a busy host. The nodes stop to rest on their own and an
+expired node does not go on alone (it waits for a new start); the segment is then planned again from where they
+stopped, and the summary says so. Any other stop, or more of them, ends the run."""
 REST_SAMPLES = 3
 REST_CHECK_S = 0.02
 """The joints are at rest when REST_SAMPLES successive checks, REST_CHECK_S apart and each on newer samples than
@@ -95,6 +100,8 @@ class RunReport:
     """Measured torque of base, shoulder, elbow at rest at every place [N·m]: what holds the arm still there."""
     tracking: dict[str, float] = field(default_factory=dict)
     """Largest tracking error against the plan per joint over its moves (the nodes' ``sys.motion`` track_max)."""
+    resumed: list[str] = field(default_factory=list)
+    """The segments resumed after a deadman stop mid-move (:data:`RESUMES`)."""
 
     def summary(self) -> str:
         sp = sorted(self.spreads)
@@ -111,6 +118,8 @@ class RunReport:
              f"segments: median {statistics.median(self.strays) * 1e3:.1f} mm, max {max(self.strays) * 1e3:.1f} mm"
              if self.strays else "no arm segment"),
             *self._physics(),
+            *([f"resumed after the joints' deadman stopped them during a move (this host held setpoints up): "
+               f"{len(self.resumed)} of the segments ({'; '.join(self.resumed)})"] if self.resumed else []),
         ])
 
     def _physics(self) -> list[str]:
@@ -149,8 +158,10 @@ def cartesian_stray(arm: ArmGeometry, start: Pose, target: Pose, samples: int = 
 class ArmRun:
     """The five joints on the bus: one coordinator for all of them, the scope recorder, the checks."""
 
-    def __init__(self, bus: Bus, arm: ArmGeometry, fk_tolerance: float = 1e-3, grip_tolerance: float = 5e-4):
+    def __init__(self, bus: Bus, arm: ArmGeometry, fk_tolerance: float = 1e-3, grip_tolerance: float = 5e-4,
+                 resumes: int = RESUMES):
         self.bus = bus
+        self.resumes = resumes
         self.arm = arm
         self.fk_tolerance = fk_tolerance
         self.grip_tolerance = grip_tolerance
@@ -261,10 +272,14 @@ class ArmRun:
         moving, held = _split(seg.target, prev)
         _logger.info("%s: moving %s, holding %s", seg.describe(), [NAMES[k] for k in moving], [NAMES[k] for k in held])
         await self._release()
-        done = await self._start(seg.target, held)
-        result: MoveResult = await asyncio.wait_for(done, 30.0)
-        if result.rejected:
-            raise VerificationError(f"{seg.describe()}: refused by {'; '.join(result.rejected)}")
+        while True:
+            done = await self._start(seg.target, held)
+            _logger.info("%s: sent", seg.describe())
+            result: MoveResult = await asyncio.wait_for(done, 30.0)
+            if result.rejected:
+                raise VerificationError(f"{seg.describe()}: refused by {'; '.join(result.rejected)}")
+            if not await self._resumable(seg, moving, report):
+                break
         if any(k < 4 for k in moving):
             report.strays.append(cartesian_stray(self.arm, prev, seg.target))
         if len(moving) >= 2:
@@ -283,11 +298,32 @@ class ArmRun:
                 raise VerificationError(f"{NAMES[k]}: no tracking error ({ex})") from ex
             report.tracking[NAMES[k]] = max(report.tracking.get(NAMES[k], 0.0), err)
 
-    async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
+    async def _resumable(self, seg: Segment, moving: Sequence[int], report: RunReport) -> bool:
+        """Whether a moving joint's node let its command expire (its deadman stopped it, wherever it then was: a
+        node held up past its plan's end arrives late) with no node in error, and a resume is left; if so, once
+        the joints are at rest, the segment is to be moved again (the hold released, the resume counted)."""
+        if len(report.resumed) >= self.resumes:
+            return False
+        states = []
+        for k in range(len(NAMES)):
+            try:
+                states.append(json.loads(await self.coordinator.read_register(k, "sys.status"))["servo"]["state"])
+            except (CoordError, ValueError, KeyError, TypeError):
+                return False
+        expired = [NAMES[k] for k in moving if states[k] == "expired"]
+        if not expired or "error" in states:
+            return False
+        _logger.warning("%s: %s stopped on their deadman during the move (this host held the setpoints or their "
+                        "reception up past it); moving again from where they stop", seg.describe(), ", ".join(expired))
+        await self._release()
+        await self._await_rest(seg, time.time())
+        report.resumed.append(seg.describe())
+        return True
+
+    async def _await_rest(self, seg: Segment, t_end: float) -> None:
         """Wait until every joint is at rest (|v| below :data:`REST_VELOCITY` and |a| below
         :data:`REST_ACCELERATION` in :data:`REST_SAMPLES` successive checks, each on samples newer than the last,
-        stamped after the planned arrival ``t_end``, system clock), then check FK (arm) and the opening (gripper)
-        against the segment's target, once."""
+        stamped after ``t_end``, system clock)."""
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         still = 0
         seen = -math.inf
@@ -298,9 +334,17 @@ class ArmRun:
                 rest = all(abs(x) < REST_VELOCITY for x in v) and all(abs(x) < REST_ACCELERATION for x in a)
                 still = still + 1 if rest else 0
             if time.monotonic() > deadline:
+                ages = [time.time() - self.trace.axes[n].measured.t[-1] for n in NAMES]
                 raise VerificationError(f"{seg.describe()}: not at rest {SETTLE_TIMEOUT_S:g} s after the move "
-                                        f"(velocities {', '.join(f'{x:.2g}' for x in v)})")
+                                        f"(velocities {', '.join(f'{x:.2g}' for x in v)}; the joints' latest "
+                                        f"samples {', '.join(f'{x:.3f}' for x in ages)} s old, the move ended "
+                                        f"{time.time() - t_end:.3f} s ago)")
             await asyncio.sleep(REST_CHECK_S)
+
+    async def _verify(self, seg: Segment, report: RunReport, t_end: float) -> None:
+        """Wait until every joint is at rest after the planned arrival ``t_end`` (:meth:`_await_rest`), then check
+        FK (arm) and the opening (gripper) against the segment's target, once."""
+        await self._await_rest(seg, t_end)
         p, _, _, _ = self.measured()
         err = math.dist(forward(self.arm, (p[0], p[1], p[2], p[3])), seg.grip_point)
         grip_err = abs(p[4] - seg.target[4])

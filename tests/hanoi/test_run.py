@@ -8,9 +8,12 @@ reach must be refused before any node starts. Uncommon node-IDs (81..95) and sub
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -52,6 +55,42 @@ def test_two_boxes_end_on_c_every_move_verified(tmp_path: Path) -> None:
     assert spread is not None and int(spread[1]) > 10
     print(f"ARRIVAL SPREAD: median {spread[2]} ms, max {spread[3]} ms over {spread[1]} moves")
     assert png.stat().st_size > 50_000
+
+
+@pytest.mark.slow
+def test_joints_held_up_past_their_deadman_during_a_move_stop_and_the_segment_resumes() -> None:
+    """The five node processes stopped for 0.8 s (a busy host; their deadman is 0.5 s) during the travel: the joints
+    stop on their own, the program sees their commands expired, waits until they are at rest, moves the segment
+    again from there and says so; the box is still placed and FK-verified."""
+    env = base_env()
+    env["PYTHONPATH"] = str(ROOT) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.Popen([*HANOI, "--boxes", "1", "--figure", "", "-v"], env=env, cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    errors: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            errors.append(line)
+            if "travel (box 0, A → C): sent" in line and not any("stopped on their deadman" in e for e in errors):
+                time.sleep(0.2)  # Within the travel (about 1.6 s).
+                nodes = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                        text=True).stdout.split()]
+                assert len(nodes) == 5, nodes
+                for pid in nodes:
+                    os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.8)
+                for pid in nodes:
+                    os.kill(pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    print(out, "".join(errors)[-3000:], sep="\n")
+    assert proc.returncode == 0
+    assert "resumed after the joints' deadman stopped them during a move" in out
+    assert "1 of the segments (move 1: travel (box 0, A → C))" in out
+    assert "placements verified by FK from measured joints: 1" in out and "final stacks A: [], B: [], C: [0]" in out
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from cyphal_common.tasks import cancel_and_wait
+from cyphal_common.tasks import cancel_and_wait, gather_all
 from servo_node.coord import Sync
 from servo_node.coord._axes import Axis, CoordError
 from servo_node.coord._result import MoveResult
@@ -304,12 +304,11 @@ class ArmRun:
         the joints are at rest, the segment is to be moved again (the hold released, the resume counted)."""
         if len(report.resumed) >= self.resumes:
             return False
-        states = []
-        for k in range(len(NAMES)):
-            try:
-                states.append(json.loads(await self.coordinator.read_register(k, "sys.status"))["servo"]["state"])
-            except (CoordError, ValueError, KeyError, TypeError):
-                return False
+        try:
+            texts = await gather_all(self.coordinator.read_register(k, "sys.status") for k in range(len(NAMES)))
+            states = [json.loads(t)["servo"]["state"] for t in texts]
+        except (CoordError, ValueError, KeyError, TypeError):
+            return False
         expired = [NAMES[k] for k in moving if states[k] == "expired"]
         if not expired or "error" in states:
             return False

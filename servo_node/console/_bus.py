@@ -325,7 +325,9 @@ class Bus:
     async def _poll_status(self) -> None:
         while True:
             await asyncio.sleep(STATUS_PERIOD_S)
-            await asyncio.gather(*(self._status(a) for a in self.axes()), return_exceptions=True)
+            # An offline servo's reads would only time out, and hold up every other axis's next status.
+            await asyncio.gather(*(self._status(a) for a in self.axes() if a.node_id not in self.offline),
+                                 return_exceptions=True)
 
     async def _status(self, axis: AxisInfo) -> None:
         text = await self.read(axis.node_id, axis.names.register("sys.status"))

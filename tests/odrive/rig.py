@@ -49,6 +49,7 @@ class Listener:
         self.heartbeat: dict[str, Any] | None = None
         self.estimates: dict[str, Any] | None = None
         self.frames: list[tuple[float, str, dict[str, Any]]] = []
+        """(received [monotonic second], message name, signals), the latest 2000."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -74,7 +75,9 @@ class Listener:
             except Exception:  # Not in the DBC, or not decodable: not for this listener.
                 continue
             name = m.name.split("_", 1)[1]
-            self.frames.append((time.monotonic(), name, decoded))
+            # The kernel's receipt instant (wall clock) on the monotonic clock: not when this thread got to it.
+            received = float(msg.timestamp) - time.time() + time.monotonic() if msg.timestamp else time.monotonic()
+            self.frames.append((received, name, decoded))
             del self.frames[:-2000]
             if name == "Heartbeat":
                 self.heartbeat = decoded

@@ -29,6 +29,10 @@ from ._interfaces import TELEGA, InterfaceArbiter
 from ._state import AxisState
 from ._udral_face import Fields
 
+FAILS_AGAIN = frozenset({ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE, ErrorCode.FOLLOWING_ERROR})
+"""Errors the very setpoint that raised them cannot end: the loop would plan it the same way again (infeasible,
+numerical), or refuses it (a motion the joint could not follow is tried again only with a different setpoint)."""
+
 _logger = logging.getLogger(__name__)
 
 
@@ -268,7 +272,6 @@ class SetpointPath:
         s = self._s
         if self._loop_refuses_motion() or (s.drive is not None and s.drive.fault() is not None):
             return True  # A drive fault holds until a re-arm.
-        code = s.gate.error_code
-        if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
-            return sp == s.failed_setpoint  # The very setpoint that failed: it would fail again.
+        if s.gate.error_code in FAILS_AGAIN:
+            return sp == s.failed_setpoint  # The very setpoint that failed: the loop refuses it again.
         return False

@@ -31,7 +31,7 @@ from ..control import _layout as L
 from ..diagnostics import Severity
 from ..errors import ErrorCode
 from ._reports import dynamics_message, feedback_message, status_message, traced_dynamics_message
-from ._setpoints import SetpointPath
+from ._setpoints import FAILS_AGAIN, SetpointPath
 from ._state import AxisState
 
 SUPERVISE_PERIOD_S = 0.01
@@ -112,7 +112,7 @@ class Supervision:
             self._seen_error_count = s.error_count
             if s.error is not ErrorCode.NONE:
                 code = s.error
-                if code in (ErrorCode.INFEASIBLE, ErrorCode.NUMERICAL_FAILURE):
+                if code in FAILS_AGAIN:
                     st.failed_setpoint = st.setpoint
                 if code is ErrorCode.STOP_TIMEOUT and st.drive is not None:
                     st.drive.escalate(code.text)  # Its other channels (CiA 402: SDO, NMT); it reports the outcome.

@@ -87,6 +87,12 @@ def _closing(x: Any) -> Iterator[Any]:
         x.close()
 
 
+def _logs(tmp: Path) -> str:
+    """The tails of the rig's servo and drive logs (what they said when a verdict failed)."""
+    logs = [tmp / name for name in ("servo.log", "plant.log") if (tmp / name).exists()]
+    return "\n".join(f"--- {log.name}:\n{log.read_text(errors='replace')[-6000:]}" for log in logs)
+
+
 def _mode(s: Stranger, mode: int) -> None:
     s.write(0x6060, None, mode)
 
@@ -226,7 +232,10 @@ def test_two_masters_for_one_drive_name_each_other(tmp_path: Path) -> None:
                              what="moving")
                     s.network.send_message(cob_id, data)  # One frame.
                     st = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=30, what="the error")
-                    rest = at_rest(s, V_REST, timeout=60)
+                    try:
+                        rest = at_rest(s, V_REST, timeout=60)
+                    except AssertionError as ex:
+                        raise AssertionError(f"{ex}\nservo: {st}\n{_logs(tmp_path)}") from None
                 print(f"first servo: {st['reason']}; joint at rest at {rest.p:.3f}")
                 assert named in st["reason"], st
                 if cob_id == 0x80:

@@ -8,6 +8,7 @@ RESTART after its register writes, as a user would).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -168,6 +169,32 @@ def test_registers_refused_restart_and_persistence(tmp_path: Path) -> None:
     with _node(env, db, OTHER):  # A new process over the same register file.
         assert _obs().read("servo.profile.jerk") == [300.0]
         assert _obs().read("servo.profile.velocity") == [-3.0, 4.0]
+
+
+def test_a_following_error_holds_while_the_same_setpoint_repeats(tmp_path: Path) -> None:
+    """A setpoint whose force limit is far too small for its motion: a following error. ``y pub`` repeating it is
+    refused and counted, and ``sys.status`` keeps the error with its reason (the loop does not try that motion
+    again, so the status must not say it follows it); a different setpoint is taken."""
+    subject = 3739
+    env = base_env(UAVCAN__NODE__ID=str(OTHER), UAVCAN__SUB__SETPOINT_SERVO__ID=str(subject))
+    starved = "{target: {kinematics: {position: 100}, force: 0.05}}"
+    with _node(env, tmp_path / "servo.db", OTHER):
+        with publish("-T", "0.1", f"{subject}:zubax.telega.ServoCommand", starved, env=env):
+            wait_for(lambda: servo(env)["error"] == 4, timeout=60, what="the following error")
+            ignored = counters()["ignored_error"]
+            seen = []
+            end = time.monotonic() + 2.0
+            while time.monotonic() < end:
+                seen.append(servo(env))
+                time.sleep(0.1)
+            assert all(s["state"] == "error" and s["error"] == 4 and "following error" in s["reason"]
+                       for s in seen), seen
+            wait_for(lambda: counters()["ignored_error"] >= ignored + 5, timeout=60, what="the repeats refused")
+        wait_for(lambda: abs(_obs().json("sys.motion")["meas"][1]) < 1e-3, timeout=30, what="rest")
+        near = _obs().json("sys.motion")["meas"][0] + 0.01
+        with publish("-T", "0.1", f"{subject}:zubax.telega.ServoCommand", f"{{target: {near}}}", env=env):
+            wait_for(lambda: (s := servo(env))["state"] == "engaged" and s["error"] == 0, timeout=60,
+                     what="the different setpoint taken")
 
 
 def _info(env: dict[str, str]) -> dict[str, Any]:

@@ -100,8 +100,8 @@ def rig(tmp: Path, mode: str = "velocity", plant: dict[str, str] | None = None, 
         **(servo or {}),
     )
     plant_cmd = [*SIM_PLANT, "--registry", ":memory:", "--canopen", str(DRIVE_ID), "--can", iface]
-    with popen(plant_cmd, plant_env) if with_plant else _nothing() as plant_proc:
-        with servo_node(env, tmp / "servo.db", NODE) as servo_proc:
+    with popen(plant_cmd, plant_env, log=tmp / "plant.log") if with_plant else _nothing() as plant_proc:
+        with servo_node(env, tmp / "servo.db", NODE, log=tmp / "servo.log") as servo_proc:
             reader = RegisterClient(env, NODE, CLIENT + 1)
             r = Rig(iface, env, reader)
             r.servo_proc, r.plant_proc = servo_proc, plant_proc

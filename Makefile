@@ -39,7 +39,7 @@ demo: $(PACKAGES)
 ## the tests that do not run them go first, the others wait for the warm-up's status (tests/conftest.py
 ## WITHOUT_LOOP_KERNELS). The timing scenarios run their processes under SCHED_FIFO where permitted (tests/procs.py),
 ## as a deployment runs a machine's motion processes. The lint's and the warm-up's output follow pytest's; any of the
-## three failing fails the target.
+## three failing fails the target. Every test's time is in .venv/pytest.xml (JUnit XML).
 test: $(PACKAGES)
 	rm -f $(VENV)/warmup.status; \
 	  { $(PHASE) warm-up $(BIN)/servo-node warmup >$(VENV)/warmup.log 2>&1; \
@@ -50,7 +50,8 @@ test: $(PACKAGES)
 	  tested=$$?; \
 	  if [ $$tested = 0 ]; then \
 	    SERVO_WARMUP_STATUS=$(VENV)/warmup.status $(PHASE) pytest \
-	      $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15; tested=$$?; \
+	      $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15 \
+	        --junitxml=$(VENV)/pytest.xml; tested=$$?; \
 	  fi; \
 	  wait $$lint; linted=$$?; wait $$warm; cat $(VENV)/lint.log $(VENV)/warmup.log; \
 	  [ $$linted = 0 ] || echo "make test: the lint failed (above)" >&2; \

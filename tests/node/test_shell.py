@@ -280,7 +280,8 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
             axis.advance(0.1)
             assert axis.status()["servo"]["state"] == "error"
         assert axis.counters.setpoints_ignored_error == 25 and axis.counters.setpoints_accepted == 0
-        await asyncio.sleep(0.3)  # Let any diagnostics out (and 15 periods of dynamics, were there any).
+        await until(lambda: any("servo error" in r for r in records), "the error's diagnostic")
+        await asyncio.sleep(0.3)  # Any more diagnostics out (and 15 periods of dynamics, were there any).
         assert sum("servo error" in r for r in records) == 1, records
         assert positions == [], positions
         assert axis.motion()["measured"] is False and axis.motion()["meas"][0] == 0.0  # Zeros, and said so.
@@ -297,7 +298,8 @@ async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:
         assert status["state"] == "standby" and "drive reports again" in status["reason"], status
         await client.send(axis, 5.0)
         assert axis.status()["servo"]["state"] == "engaged"
-        await asyncio.sleep(0.3)
+        await until(lambda: any("restored" in r for r in records), "the restoration's diagnostic")
+        await asyncio.sleep(0.3)  # Any more out.
         assert sum("restored" in r for r in records) == 1, records
     diag.close()
     dyn.close()

@@ -8,7 +8,7 @@ import asyncio
 import math
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -138,6 +138,23 @@ def test_odrive_can_client_moves_the_emulator() -> None:
 
     bus = iface()
 
+    async def until(predicate: Callable[[], object], what: str) -> None:
+        """Wait (10 s at most) for what the drive reports: a fixed sleep then a look fails on a starved host."""
+        try:
+            async with asyncio.timeout(10.0):
+                while not predicate():
+                    await asyncio.sleep(0.01)
+        except TimeoutError:
+            raise AssertionError(f"timed out waiting for {what}; last estimates {seen[-3:]}") from None
+
+    def raises_estop() -> bool:
+        try:
+            client.check_errors()
+        except DriveError as ex:
+            assert "ESTOP_REQUESTED" in str(ex), ex
+            return True
+        return False
+
     async def drive(client: ODriveCAN, seen: list[tuple[float, float]]) -> None:
         client.feedback_callback = lambda msg, _c: seen.append((msg.data["Pos_Estimate"], msg.data["Vel_Estimate"]))
         await client.start()
@@ -145,18 +162,14 @@ def test_odrive_can_client_moves_the_emulator() -> None:
         client.set_controller_mode("VELOCITY_CONTROL", "PASSTHROUGH")
         await client.set_axis_state("CLOSED_LOOP_CONTROL")
         client.set_input_vel(-1.0)
-        await asyncio.sleep(0.5)
-        assert seen[-1][1] == pytest.approx(-1.0, abs=1e-3)
+        await until(lambda: seen and seen[-1][1] == pytest.approx(-1.0, abs=1e-3), "velocity -1 turn/s")
         client.set_controller_mode("POSITION_CONTROL", "PASSTHROUGH")
         client.set_input_pos(0.5)
-        await asyncio.sleep(1.5)
-        assert seen[-1][0] == pytest.approx(0.5, abs=1e-3)
+        await until(lambda: seen[-1][0] == pytest.approx(0.5, abs=1e-3), "position 0.5 turn")
         client._send_message("Estop")
-        await asyncio.sleep(0.3)
-        with pytest.raises(DriveError, match="ESTOP_REQUESTED"):
-            client.check_errors()
+        await until(raises_estop, "ESTOP_REQUESTED reported")
         client.clear_errors()
-        await asyncio.sleep(0.3)
+        await until(lambda: not raises_estop(), "the error cleared")
         client.check_errors()
         client.stop()
 

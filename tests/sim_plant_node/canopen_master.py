@@ -74,11 +74,13 @@ class Master:
         with eds_path() as path:
             self.node = BaseNode402(node_id, str(path))
         self.network.add_node(self.node)
-        # The library's defaults (0.2…0.8 s) assume an unloaded host; the verdicts here are about behaviour.
-        self.node.TIMEOUT_SWITCH_STATE_FINAL = 10.0
-        self.node.TIMEOUT_SWITCH_STATE_SINGLE = 5.0
-        self.node.TIMEOUT_CHECK_TPDO = 2.0
-        self.node.TIMEOUT_SWITCH_OP_MODE = 5.0
+        # The library's defaults (0.2…0.8 s) assume an unloaded host; the verdicts here are about behaviour. These
+        # are guards against a hang: a test process beside the real-time stream may get no CPU for seconds (ci28: a
+        # 0.5 s sleep took about 9 s, and a state change then missed a 10 s deadline).
+        self.node.TIMEOUT_SWITCH_STATE_FINAL = 60.0
+        self.node.TIMEOUT_SWITCH_STATE_SINGLE = 30.0
+        self.node.TIMEOUT_CHECK_TPDO = 10.0
+        self.node.TIMEOUT_SWITCH_OP_MODE = 30.0
         self.node.sdo.RESPONSE_TIMEOUT = 10.0
         self.master_id = master_id
         self.heartbeat: Any = None

@@ -27,7 +27,7 @@ def emulated(**values: float) -> Iterator[tuple[Emulator, Listener]]:
     with Emulator(PARAMS, DRIVE_ID, bus, values=values) as em:
         listener = Listener(bus)
         try:
-            wait_for(lambda: listener.heartbeat is not None and listener.estimates is not None, timeout=10,
+            wait_for(lambda: listener.heartbeat is not None and listener.estimates is not None, timeout=30,
                      what="the emulator's cyclic frames")
             yield em, listener
         finally:
@@ -46,19 +46,19 @@ def test_dbc_frames_drive_every_mode_and_the_heartbeat_says_so() -> None:
     with emulated() as (_, ln):
         assert ln.state() == "IDLE" and ln.error() == "NONE"
         ln.send("Get_Version", rtr=True)
-        wait_for(lambda: any(n == "Get_Version" for _, n, _ in ln.frames), timeout=5, what="Get_Version's answer")
+        wait_for(lambda: any(n == "Get_Version" for _, n, _ in ln.frames), timeout=30, what="Get_Version's answer")
         version = next(d for _, n, d in ln.frames if n == "Get_Version")
         assert (version["Fw_Version_Major"], version["Fw_Version_Minor"], version["Fw_Version_Revision"]) == (0, 6, 10)
 
         ln.send("Set_Controller_Mode", Control_Mode="VELOCITY_CONTROL", Input_Mode="PASSTHROUGH")
         ln.send("Set_Axis_State", Axis_Requested_State="CLOSED_LOOP_CONTROL")
-        wait_for(lambda: ln.state() == "CLOSED_LOOP_CONTROL", timeout=5, what="closed loop")
+        wait_for(lambda: ln.state() == "CLOSED_LOOP_CONTROL", timeout=30, what="closed loop")
         assert str(ln.heartbeat["Procedure_Result"]) == "BUSY"  # type: ignore[index]
         ln.send("Set_Input_Vel", Input_Vel=1.5, Input_Torque_FF=0.0)
-        wait_for(lambda: abs(_estimates(ln)[1] - 1.5) < 1e-3, timeout=5, what="1.5 turn/s")
+        wait_for(lambda: abs(_estimates(ln)[1] - 1.5) < 1e-3, timeout=30, what="1.5 turn/s")
         since = time.monotonic()
         wait_for(lambda: sum(1 for t, n, _ in list(ln.frames) if t > since and n == "Get_Encoder_Estimates") >= 40,
-                 timeout=10, what="40 estimates")
+                 timeout=30, what="40 estimates")
         # Pos_Estimate advances at 1.5 turn/s on the frames' receipt instants. The slope is the median over pairs of
         # frames half the record apart: a frame a starved thread sent late moves a few pairs, not the verdict.
         record = [(t, float(d["Pos_Estimate"])) for t, n, d in list(ln.frames) if t > since
@@ -70,19 +70,19 @@ def test_dbc_frames_drive_every_mode_and_the_heartbeat_says_so() -> None:
 
         ln.send("Set_Controller_Mode", Control_Mode="POSITION_CONTROL", Input_Mode="PASSTHROUGH")
         ln.send("Set_Input_Pos", Input_Pos=2.0, Vel_FF=0.0, Torque_FF=0.0)
-        wait_for(lambda: abs(_estimates(ln)[0] - 2.0) < 1e-3 and abs(_estimates(ln)[1]) < 1e-3, timeout=10,
+        wait_for(lambda: abs(_estimates(ln)[0] - 2.0) < 1e-3 and abs(_estimates(ln)[1]) < 1e-3, timeout=30,
                  what="held at 2 turns")
         ln.send("Set_Input_Pos", Input_Pos=2.0, Vel_FF=0.25, Torque_FF=0.0)  # A velocity feed-forward held…
         # …against the position gain (20/s): v_ff + 20·(2 − p) = v settles at p = 2 + 0.25/20, v = 0.
-        wait_for(lambda: abs((e := _estimates(ln))[0] - (2.0 + 0.25 / 20.0)) < 2e-3 and abs(e[1]) < 0.01, timeout=10,
+        wait_for(lambda: abs((e := _estimates(ln))[0] - (2.0 + 0.25 / 20.0)) < 2e-3 and abs(e[1]) < 0.01, timeout=30,
                  what="settled at 2 + 0.25/20 turns")
 
         ln.send("Set_Controller_Mode", Control_Mode="TORQUE_CONTROL", Input_Mode="PASSTHROUGH")
         ln.send("Set_Input_Torque", Input_Torque=-2.0)
         # −2 N·m on J = 1 kg·m²: −2 rad/s² ≈ −0.32 turn/s².
-        wait_for(lambda: _estimates(ln)[1] < -0.05, timeout=10, what="accelerating backwards")
+        wait_for(lambda: _estimates(ln)[1] < -0.05, timeout=30, what="accelerating backwards")
         ln.send("Set_Axis_State", Axis_Requested_State="IDLE")
-        wait_for(lambda: ln.state() == "IDLE", timeout=5, what="IDLE")
+        wait_for(lambda: ln.state() == "IDLE", timeout=30, what="IDLE")
         assert str(ln.heartbeat["Procedure_Result"]) == "CANCELLED"  # type: ignore[index]
 
 
@@ -100,31 +100,46 @@ def test_watchdog_set_through_rxsdo_disarms_and_clear_errors_rearms() -> None:
         write(ln, "axis0.config.watchdog_timeout", struct.unpack("<I", struct.pack("<f", 0.5))[0])
         write(ln, "axis0.config.enable_watchdog", 1)
         ln.send("RxSdo", Opcode="READ", Endpoint_ID=table["axis0.config.watchdog_timeout"]["id"], Reserved=0, Value=0)
-        wait_for(lambda: any(n == "TxSdo" for _, n, _ in ln.frames), timeout=5, what="TxSdo")
+        wait_for(lambda: any(n == "TxSdo" for _, n, _ in ln.frames), timeout=30, what="TxSdo")
         raw = next(d for _, n, d in ln.frames if n == "TxSdo")["Value"]
         assert struct.unpack("<f", struct.pack("<I", raw))[0] == pytest.approx(0.5)
         ln.send("Set_Controller_Mode", Control_Mode="VELOCITY_CONTROL", Input_Mode="PASSTHROUGH")
-        ln.send("Set_Axis_State", Axis_Requested_State="CLOSED_LOOP_CONTROL")
-        end = time.monotonic() + 1.5
-        while time.monotonic() < end:  # Fed every 20 ms for 1.5 s (three timeouts).
-            ln.send("Set_Input_Vel", Input_Vel=0.5, Input_Torque_FF=0.0)
-            time.sleep(0.02)
+
+        def feed(seconds: float) -> float:
+            """Set_Input_Vel every 20 ms for ``seconds``; returns the longest gap between two feeds."""
+            last = start = time.monotonic()
+            gap = 0.0
+            while (now := time.monotonic()) < start + seconds:
+                ln.send("Set_Input_Vel", Input_Vel=0.5, Input_Torque_FF=0.0)
+                gap, last = max(gap, now - last), now
+                time.sleep(0.02)
+            return gap
+
+        for _ in range(3):  # Fed for 1.5 s (three timeouts), it stays in closed loop, unless this process stalled.
+            ln.send("Set_Axis_State", Axis_Requested_State="CLOSED_LOOP_CONTROL")
+            gap = feed(1.5)
+            if ln.state() == "CLOSED_LOOP_CONTROL" and ln.error() == "NONE":
+                break
+            # Disarmed while fed: only a stall of this process (the feeder, the emulator's threads) excuses it.
+            assert gap > 0.4, (gap, ln.state(), ln.error())
+            ln.send("Clear_Errors", Identify=0)
+            wait_for(lambda: ln.error() == "NONE", timeout=30, what="Clear_Errors after a stall")
         assert ln.state() == "CLOSED_LOOP_CONTROL" and ln.error() == "NONE"
-        wait_for(lambda: ln.state() == "IDLE", timeout=5, what="the watchdog's disarm")
+        wait_for(lambda: ln.state() == "IDLE", timeout=30, what="the watchdog's disarm")
         assert ln.error() == "WATCHDOG_TIMER_EXPIRED"
         assert str(ln.heartbeat["Procedure_Result"]) == "DISARMED"  # type: ignore[index]
         ln.send("Set_Axis_State", Axis_Requested_State="CLOSED_LOOP_CONTROL")
         time.sleep(0.6)
         assert ln.state() == "IDLE"  # Refused while the error stands.
         ln.send("Clear_Errors", Identify=0)
-        wait_for(lambda: ln.error() == "NONE", timeout=5, what="Clear_Errors")
+        wait_for(lambda: ln.error() == "NONE", timeout=30, what="Clear_Errors")
         ln.send("Set_Axis_State", Axis_Requested_State="CLOSED_LOOP_CONTROL")
 
         def fed_in_closed_loop() -> bool:
             ln.send("Set_Input_Vel", Input_Vel=0.0, Input_Torque_FF=0.0)
             return ln.state() == "CLOSED_LOOP_CONTROL" and ln.error() == "NONE"
 
-        wait_for(fed_in_closed_loop, timeout=5, interval=0.02, what="closed loop again")
+        wait_for(fed_in_closed_loop, timeout=30, interval=0.02, what="closed loop again")
 
 
 def test_odrive_can_client_moves_the_emulator() -> None:

@@ -38,12 +38,12 @@ def test_undecodable_frames_and_requests_are_counted_and_a_strangers_command_is_
         try:
             _frame(stranger, cs.HEARTBEAT, b"\x00\x01\x02")
             _frame(stranger, cs.GET_ENCODER_ESTIMATES, b"\x00\x00\x80\x7f\x00")
-            wait_for(lambda: r.drive()["dropped"] == 2, timeout=10, what="two frames dropped")
+            wait_for(lambda: r.drive()["dropped"] == 2, timeout=30, what="two frames dropped")
             _frame(stranger, cs.GET_ENCODER_ESTIMATES, rtr=True)
-            wait_for(lambda: r.drive()["strangers"] == 1, timeout=10, what="the request counted")
+            wait_for(lambda: r.drive()["strangers"] == 1, timeout=30, what="the request counted")
             assert r.servo()["state"] == "standby"  # Nothing of it is a fault.
             _frame(stranger, cs.SET_INPUT_VEL, cs.pack_floats(1.0, 0.0))
-            s = wait_for(lambda: (s := r.servo())["error"] == 11 and s, timeout=10, what="the stranger's fault")
+            s = wait_for(lambda: (s := r.servo())["error"] == 11 and s, timeout=30, what="the stranger's fault")
             assert "another master" in s["reason"] and "Set_Input_Vel" in s["reason"], s
         finally:
             stranger.close()
@@ -56,11 +56,11 @@ def test_nan_estimates_are_distrusted(tmp_path: Path) -> None:
         stranger = Listener(r.iface)
         try:
             _frame(stranger, cs.GET_ENCODER_ESTIMATES, cs.pack_floats(math.nan, math.nan))
-            s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=10, what="the NaN distrusted")
+            s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=30, what="the NaN distrusted")
             print(s)
             # The drive stays idle: as its heartbeat says (this listener has heard none yet when it has only just
             # joined: UNKNOWN until the first).
-            wait_for(lambda: stranger.state() == "IDLE", timeout=10, what="the drive's heartbeat saying IDLE")
+            wait_for(lambda: stranger.state() == "IDLE", timeout=30, what="the drive's heartbeat saying IDLE")
         finally:
             stranger.close()
 

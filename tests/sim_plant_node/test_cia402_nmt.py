@@ -22,7 +22,7 @@ def test_nmt_states() -> None:
             master.wait_for_drive()
             node.nmt.state = "PRE-OPERATIONAL"
             node.sdo[0x1017].raw = 20
-            node.nmt.wait_for_heartbeat(timeout=10.0)
+            node.nmt.wait_for_heartbeat(timeout=30.0)
             assert node.nmt.state == "PRE-OPERATIONAL"
             node.tpdo.read()
             node.rpdo.read()
@@ -45,7 +45,7 @@ def test_nmt_states() -> None:
             master.wait("quick stop to SWITCH ON DISABLED", lambda: master.statusword() & 0x4F == 0x40)
             master.wait("rest", lambda: master.velocity() == 0.0)
             assert emulator.drive is not None and emulator.drive.transitions[-2:] == [11, 12]
-            node.nmt.wait_for_heartbeat(timeout=10.0)
+            node.nmt.wait_for_heartbeat(timeout=30.0)
             assert node.nmt.state == "STOPPED"
             count = len(received)
             time.sleep(0.2)
@@ -53,7 +53,7 @@ def test_nmt_states() -> None:
 
             node.sdo[0x1800][2].raw = 5  # Changed communication parameters…
             node.nmt.state = "RESET COMMUNICATION"
-            node.nmt.wait_for_bootup(timeout=10.0)
+            node.nmt.wait_for_bootup(timeout=30.0)
             assert node.sdo[0x1800][2].raw == 1  # …back at their power-on values.
             assert node.sdo[0x1017].raw == 0
         finally:

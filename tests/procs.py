@@ -49,6 +49,21 @@ def base_env(**registers: str) -> dict[str, str]:
     return env
 
 
+Y_RESPONSE_S = 10.0
+"""The answer deadline of a ``y r``/``cmd``/``call`` (yakut's own default, 1 s, is shorter than a starved host takes:
+ci29 saw a refused register write time out after it; the node answers every request, so a longer wait costs nothing
+when it does)."""
+
+
+def _with_response_timeout(args: tuple[str, ...]) -> list[str]:
+    """``args`` with ``-T`` :data:`Y_RESPONSE_S` after a service verb that has no ``-T``/``--timeout`` of its own."""
+    out = list(args)
+    verb = next((k for k, a in enumerate(out) if not a.startswith("-")), None)
+    if verb is None or out[verb] not in ("r", "cmd", "call") or {"-T", "--timeout"} & set(out[verb + 1:]):
+        return out
+    return [*out[: verb + 1], "-T", f"{Y_RESPONSE_S:g}", *out[verb + 1:]]
+
+
 def y(
     *args: str,
     env: Mapping[str, str] | None = None,
@@ -59,11 +74,12 @@ def y(
     """Run the real ``y`` (yakut) command as a user types it; returns stdout.
 
     The transport comes from ``env`` (default :func:`base_env`); the node-ID is a client's own (``client_id``, or
-    the next of :data:`_CLIENT_POOL`).
+    the next of :data:`_CLIENT_POOL`). A service request (``r``, ``cmd``, ``call``) waits :data:`Y_RESPONSE_S` for
+    its answer unless the arguments say otherwise, as a user on a busy machine would ask (``-T``).
     """
     e = {k: v for k, v in (env if env is not None else base_env()).items() if not k.startswith(("SERVO__", "SIM__"))}
     e["UAVCAN__NODE__ID"] = str(client_id if client_id is not None else next(_CLIENT_POOL))
-    res = run([str(BIN / "y"), *args], e, timeout)
+    res = run([str(BIN / "y"), *_with_response_timeout(args)], e, timeout)
     if check and res.returncode != 0:
         raise AssertionError(f"y {' '.join(args)} -> {res.returncode}\nstdout: {res.stdout}\nstderr: {res.stderr}")
     return res.stdout

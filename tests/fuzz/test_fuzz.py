@@ -1,4 +1,5 @@
-"""Short variant of the fuzzing campaign (< 60 s): hypothesis batches of hostile datagrams at a real ``servo-node``.
+"""Short variant of the fuzzing campaign (300 batches; 2–5 min on a 2-core machine beside the rest of the suite):
+hypothesis batches of hostile datagrams at a real ``servo-node``.
 
 See :mod:`tests.fuzz.campaign` for the inputs, the invariants and why hypothesis. The long variant (≥ 10⁶ inputs)
 is ``bench/fuzz.py``. Inputs per second are printed (``pytest -s``) and asserted on nothing.

@@ -107,10 +107,16 @@ class DriveContext:
 
     def lose_control(self, text: str, escalate: bool = True) -> None:
         """The drive is no longer as we command it: a fault naming why and, if ``escalate`` (our PDOs may not
-        reach it), the stop by every channel; O(1), any thread."""
+        reach it), the stop by every channel; O(1), any thread.
+
+        From then on the cycle's RPDOs carry Quick Stop, before the worker gets to run: a worker a loaded host
+        schedules late once left the cycle to send Disable Operation for the fault meanwhile, and its Quick Stop
+        then met a drive in SWITCHED ON, where it is transition 10 (power stage off): the joint coasted."""
+        stop = escalate and not self.stopping and self.stop_reason is None
+        if stop:
+            self.stop_reason = text  # Before the fault: a cycle that sees the fault sees this (``_drive._cycle``).
         self.set_fault(ErrorCode.DRIVE_FAULT, f"{text}{self.foreign_cause()}")
-        if escalate and not self.stopping and self.stop_reason is None:
-            self.stop_reason = text
+        if stop:
             self.wake.set()
 
     def foreign_cause(self) -> str:

@@ -180,7 +180,10 @@ class Cia402Drive(BusDrive):
         engaged = tx[link.TX_ENABLE] != 0.0
         state = c.state()
         if not c.walking and not c.stopping:
-            c.cw = self._controlword(engaged, state)
+            cw = self._controlword(engaged, state)
+            # Lost control (read after the fault, which follows it): Quick Stop until the worker stops by every
+            # channel, never Disable Operation first (:meth:`._context.DriveContext.lose_control`).
+            c.cw = od.CW_QUICK_STOP if c.stop_reason is not None else cw
         applied = engaged and state == "OPERATION ENABLED" and not c.stopping
         put(od.CONTROLWORD, c.cw)
         if od.MODES_OF_OPERATION in lay.rpdo:

@@ -1,0 +1,108 @@
+"""The first command a CiA 402 drive gets once the servo has lost control of it is Quick Stop, whenever the drive's
+worker gets to run (issue 49; CI run 25's runaway).
+
+In process on a ``virtual:`` bus: the servo's real ``cia402`` drive (its bus thread, worker and canopen stack)
+against the emulated drive, the loop's command written into the link as the loop writes it. A stranger sends one
+SYNC while the joint cruises; the worker, as on a starved host, runs its stop by every channel late. Before the fix
+the cycle meanwhile sent Disable Operation (the drive, SWITCHED ON, ramping down), and the worker's Quick Stop by SDO
+then took transition 10 to SWITCH ON DISABLED: motor off mid-ramp, a frictionless joint coasting for good.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+
+import canopen
+import numpy as np
+import pytest
+
+from servo_node.drive import _remote_link as link
+from servo_node.drive.cia402 import _escalate, _network
+from servo_node.drive.cia402._bringup import Settings
+from servo_node.drive.cia402._context import DriveContext
+from servo_node.drive.cia402._drive import Cia402Drive
+from sim_plant import JointParams
+from sim_plant_node.cia402 import Emulator
+from tests.procs import wait_for
+
+DRIVE_ID = 23
+MASTER_ID = 120
+COUNTS = 10000.0
+"""The emulated drive's counts per unit (its default)."""
+CRUISE = 10.0
+WORKER_LATE_S = 0.05
+"""How late the worker starts its stop (a thread a loaded host schedules late): five cycles at 100 Hz, within the
+drive's own 0.2 s ramp down."""
+V_REST = 0.05
+_channels = itertools.count()
+
+
+@pytest.fixture
+def servo_and_drive() -> Iterator[tuple[Cia402Drive, Emulator, str]]:
+    """The emulated drive and the servo's drive (CSV, 100 Hz, SYNC producer), brought up, on a private bus."""
+    iface = f"virtual:stop-order-{next(_channels)}"
+    emulator = Emulator(JointParams(max_velocity=100.0, max_force=100.0), DRIVE_ID, iface).start()
+    settings = Settings(node_id=DRIVE_ID, law="velocity", counts_per_unit=COUNTS, rated_torque=0.0, period_s=0.01,
+                        heartbeat_s=0.1, master_id=MASTER_ID, timeout_s=1.0, homing_method=0, home_offset=0.0,
+                        inertia=1.0, compensation=False, lost_after_s=1.0, velocity_limit=CRUISE,
+                        acceleration_limit=50.0)
+    drive = Cia402Drive(_network.acquire(iface, 1_000_000, 100.0, True, MASTER_ID, 0.1), settings)
+    try:
+        drive.start()
+        wait_for(lambda: drive.c.up, timeout=30, what=f"the bring-up: {drive.fault()}")
+        yield drive, emulator, iface
+    finally:
+        drive.close()
+        emulator.close()
+
+
+def _command(drive: Cia402Drive, v: float) -> None:
+    """What the loop writes each tick: engaged, this velocity, the envelope's force beside it."""
+    link.command(drive.arrays, time.monotonic(), True, v, 100.0, np.full(5, np.nan))
+
+
+def _velocity(emulator: Emulator) -> float:
+    assert emulator.drive is not None
+    return (emulator.drive.read(0x606C) or 0) / COUNTS
+
+
+def test_a_lost_drive_gets_quick_stop_first_however_late_the_worker(
+    servo_and_drive: tuple[Cia402Drive, Emulator, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    drive, emulator, iface = servo_and_drive
+    assert emulator.drive is not None
+
+    def late_stop(c: DriveContext) -> None:
+        time.sleep(WORKER_LATE_S)
+        _escalate.stop_by_every_channel(c)
+
+    monkeypatch.setattr("servo_node.drive.cia402._worker.stop_by_every_channel", late_stop)
+    _command(drive, CRUISE)
+    wait_for(lambda: abs(_velocity(emulator) - CRUISE) < 1e-3, timeout=30, what="cruising")
+
+    stranger = canopen.Network()
+    stranger.connect(interface="virtual", channel=iface.removeprefix("virtual:"))
+    try:
+        before = len(emulator.drive.transitions)
+        stranger.send_message(0x80, b"")  # One SYNC the servo did not send: another master.
+        fault = wait_for(lambda: drive.fault(), timeout=10, what="the loss of control")
+        assert "SYNC COB-ID 0x080" in fault[1], fault
+        samples: list[float] = []
+
+        def at_rest() -> bool:
+            samples.append(_velocity(emulator))
+            return len(samples) >= 5 and all(abs(v) <= V_REST for v in samples[-5:])
+
+        try:
+            wait_for(at_rest, timeout=CRUISE / 50.0 + 10.0, interval=0.05, what="the joint at rest")
+        finally:
+            taken = emulator.drive.transitions[before:]
+            print(f"velocities {samples[:3]} … {samples[-3:]}; transitions {taken}; {drive.take_notes()}")
+        assert taken and taken[0] == 11, f"the drive's transitions after the loss: {taken} (11: Quick Stop)"
+        p = emulator.drive.read(0x6064)
+        time.sleep(0.3)
+        assert emulator.drive.read(0x6064) == p, "the joint still moves"
+    finally:
+        stranger.disconnect()

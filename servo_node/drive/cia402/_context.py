@@ -76,6 +76,12 @@ class DriveContext:
         """Brought up and confirmed (NMT OPERATIONAL by its heartbeat, SWITCHED ON in our mode): supervised."""
         self.stopping = False
         """Stopped by every channel: the cycle sends :attr:`cw` (Quick Stop, Disable Voltage) until a re-arm."""
+        self.stop_steps: list[str] = []
+        """The steps the last stop by every channel took (:mod:`._escalate`)."""
+        self.stopped_at_rest = False
+        """Its verdict was "at rest": the worker keeps reading the joint until a re-arm."""
+        self.moving_again = 0
+        """Readings in a row since then that found the joint moving."""
         self.enabled_by_us = False
         # ---- the fault and the requests to the worker
         self.fault: tuple[ErrorCode, str] | None = None

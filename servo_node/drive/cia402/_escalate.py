@@ -11,6 +11,10 @@ effect. On the drive's worker thread, each step reported as a note:
    mean something else to it (a re-arm brings it up again).
 4. A joint that still moves after that is reported as uncontrollable: the fault's text says so, never "braking".
 
+At rest is not the end: until a re-arm the worker keeps reading the joint (:func:`watch_after_stop`), and a joint
+that moves again — a load on a brakeless axis once the motor is off, a reading that was at rest only because the
+drive had not yet updated it — gets the steps not yet taken, then "uncontrollable".
+
 The controlword stays what this sent (Quick Stop, or Disable Voltage) until a re-arm.
 """
 
@@ -29,6 +33,8 @@ REST_FRACTION = 0.005
 REST_SAMPLES = 3
 """…for this many readings in a row, :data:`POLL_S` apart."""
 POLL_S = 0.02
+WATCH_S = 0.1
+"""How often a joint stopped at rest is read again until a re-arm [second]."""
 
 
 def rest_velocity(c: DriveContext) -> float:
@@ -54,48 +60,81 @@ def wait_rest(c: DriveContext) -> tuple[bool, float | None]:
 
 def stop_by_every_channel(c: DriveContext) -> None:
     """The steps of the module docstring, for :attr:`~DriveContext.stop_reason`."""
-    reason = c.stop_reason or "asked"
     say = c.notes.step
-    node = c.node
     c.walking, c.stopping = True, True
+    c.stop_steps, c.moving_again = [], 0
     try:
         c.cw = od.CW_QUICK_STOP  # The cycle's RPDOs carry it from now on, whatever else gets through.
-        say(f"{c.name}: stopping by every channel: {reason}")
+        say(f"{c.name}: stopping by every channel: {c.stop_reason or 'asked'}")
         nmt = c.nmt
         if nmt == od.NMT_STOPPED:
-            node.nmt.state = "PRE-OPERATIONAL"
+            c.node.nmt.state = "PRE-OPERATIONAL"
             nmt = od.NMT_PRE_OPERATIONAL
             say(f"{c.name}: NMT enter pre-operational (it was STOPPED, where SDO is not served)")
-        steps = ["Quick Stop (SDO)"]
-        why = write(node, od.CONTROLWORD, od.CW_QUICK_STOP)
+        c.stop_steps.append("Quick Stop (SDO)")
+        why = write(c.node, od.CONTROLWORD, od.CW_QUICK_STOP)
         say(f"{c.name}: Quick Stop by SDO: {'taken' if why is None else why}")
         at_rest, v = wait_rest(c)
         if not at_rest:
-            c.cw = od.CW_DISABLE_VOLTAGE
-            steps.append("Disable Voltage (SDO)")
-            why = write(node, od.CONTROLWORD, od.CW_DISABLE_VOLTAGE)
-            say(f"{c.name}: still moving ({_shown(v)}); Disable Voltage by SDO: {'taken' if why is None else why}")
-            at_rest, v = wait_rest(c)
+            at_rest, v = _disable_voltage(c, v)
         if nmt in (od.NMT_PRE_OPERATIONAL, od.NMT_STOPPED, od.NMT_BOOT_UP):
             if c.booted:
                 say(f"{c.name}: no NMT start: it rebooted, its PDO mapping is its power-on one (a re-arm brings it "
                     "up again)")
             else:
-                node.nmt.state = "OPERATIONAL"
-                steps.append("NMT start")
+                c.node.nmt.state = "OPERATIONAL"
+                c.stop_steps.append("NMT start")
                 say(f"{c.name}: NMT start: our PDOs (controlword 0x{c.cw:04X}) reach it again")
                 if not at_rest:
                     at_rest, v = wait_rest(c)
-        if at_rest:
-            say(f"{c.name} at rest ({_shown(v)}) after {', '.join(steps)}")
-        else:
-            text = f"{c.name} uncontrollable: still moving ({_shown(v)}) after {', '.join(steps)}; cause: {reason}"
-            c.fault = (ErrorCode.DRIVE_FAULT, text)
-            say(text)
+        _verdict(c, at_rest, v)
     except Exception as ex:  # A bus error: reported, the fault stands.
         say(f"{c.name}: stopping by every channel failed: {ex!r}")
     finally:
         c.walking = False
+
+
+def watch_after_stop(c: DriveContext) -> None:
+    """One reading of a joint stopped by every channel and found at rest (the worker, every :data:`WATCH_S`): moving
+    again for :data:`REST_SAMPLES` readings in a row, it gets the steps not yet taken, then "uncontrollable"."""
+    v = velocity(c)
+    c.moving_again = c.moving_again + 1 if v is not None and abs(v) > rest_velocity(c) else 0
+    if c.moving_again < REST_SAMPLES:
+        return
+    c.walking = True
+    try:
+        c.notes.step(f"{c.name} moves again after the stop ({_shown(v)})")
+        at_rest, v = (False, v) if "Disable Voltage (SDO)" in c.stop_steps else _disable_voltage(c, v)
+        _verdict(c, at_rest, v)
+    except Exception as ex:  # A bus error: reported, the fault stands.
+        c.notes.step(f"{c.name}: stopping by every channel failed: {ex!r}")
+    finally:
+        c.moving_again = 0
+        c.walking = False
+
+
+def watching(c: DriveContext) -> bool:
+    """A joint stopped by every channel, at rest by the last verdict: :func:`watch_after_stop` is due."""
+    return c.stopping and not c.walking and c.stopped_at_rest and c.nmt != od.NMT_STOPPED and not c.closing.is_set()
+
+
+def _disable_voltage(c: DriveContext, v: float | None) -> tuple[bool, float | None]:
+    c.cw = od.CW_DISABLE_VOLTAGE
+    c.stop_steps.append("Disable Voltage (SDO)")
+    why = write(c.node, od.CONTROLWORD, od.CW_DISABLE_VOLTAGE)
+    c.notes.step(f"{c.name}: still moving ({_shown(v)}); Disable Voltage by SDO: {'taken' if why is None else why}")
+    return wait_rest(c)
+
+
+def _verdict(c: DriveContext, at_rest: bool, v: float | None) -> None:
+    steps = ", ".join(c.stop_steps)
+    c.stopped_at_rest = at_rest
+    if at_rest:
+        c.notes.step(f"{c.name} at rest ({_shown(v)}) after {steps}")
+    else:
+        text = f"{c.name} uncontrollable: still moving ({_shown(v)}) after {steps}; cause: {c.stop_reason or 'asked'}"
+        c.fault = (ErrorCode.DRIVE_FAULT, text)
+        c.notes.step(text)
 
 
 def _shown(v: float | None) -> str:

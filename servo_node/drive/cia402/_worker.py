@@ -2,9 +2,9 @@
 
 One thread, created once, so that no two SDO transfers ever share the drive's SDO channel and no event costs a
 thread. It brings the drive up (:func:`._walks.bring_up`), then serves, most urgent first: a stop by every
-channel (:mod:`._escalate`), a fault's code to read, an object to read at once (0x1017 when the heartbeat went
-silent while the TPDOs come), the user's jobs (re-arm, homing, stand-down; each answers a future), and between
-them the objects its PDOs cannot carry (every :data:`POLL_PERIOD_S`), the read-back
+channel (:mod:`._escalate`) and the joint's watch after it, a fault's code to read, an object to read at once
+(0x1017 when the heartbeat went silent while the TPDOs come), the user's jobs (re-arm, homing, stand-down; each
+answers a future), and between them the objects its PDOs cannot carry (every :data:`POLL_PERIOD_S`), the read-back
 (:class:`._verify.ReadBack`) and, while no TPDO comes, the statusword and mode display by SDO so that
 ``sys.drive`` says what the drive says. The receive and cycle threads only set a request and wake it.
 """
@@ -22,7 +22,7 @@ from ...errors import ErrorCode
 from . import _dictionary as od
 from . import _walks as walks
 from ._context import DriveContext
-from ._escalate import stop_by_every_channel
+from ._escalate import WATCH_S, stop_by_every_channel, watch_after_stop, watching
 from ._verify import READBACK_PERIOD_S, ReadBack, plan, read
 
 _logger = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class Worker:
         self._brought_up = False
         self.readback = ReadBack()
         self._view_at = 0.0
+        self._watch_at = 0.0
 
     def start(self) -> None:
         """Start the thread (the bring-up first); idempotent."""
@@ -105,6 +106,8 @@ class Worker:
 
     def _sleep_s(self) -> float:
         c = self.c
+        if watching(c):
+            return max(0.0, min(IDLE_S, self._watch_at - time.monotonic()))
         if self._polling():
             due = c.polled_at + POLL_PERIOD_S
             if self._reading_back():
@@ -125,6 +128,10 @@ class Worker:
         c = self.c
         if c.stop_reason is not None and not c.stopping:
             stop_by_every_channel(c)
+            self._watch_at = time.monotonic() + WATCH_S
+        if watching(c) and time.monotonic() >= self._watch_at:
+            self._watch_at = time.monotonic() + WATCH_S
+            watch_after_stop(c)
         if c.fault_read is not None:
             (state, sw), c.fault_read = c.fault_read, None
             walks.read_fault(c, state, sw)

@@ -15,9 +15,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 
-import canopen
 import numpy as np
 import pytest
 
@@ -28,6 +26,7 @@ from servo_node.drive.cia402._context import DriveContext
 from servo_node.drive.cia402._drive import Cia402Drive
 from sim_plant import JointParams
 from sim_plant_node.cia402 import Emulator
+from tests.hostile.canopen_stranger import stranger
 from tests.procs import wait_for
 
 DRIVE_ID = 23
@@ -72,16 +71,6 @@ def servo_and_drive() -> Iterator[Start]:
             emulator.close()
 
 
-@contextmanager
-def stranger(iface: str) -> Iterator[canopen.Network]:
-    network = canopen.Network()
-    network.connect(interface="virtual", channel=iface.removeprefix("virtual:"))
-    try:
-        yield network
-    finally:
-        network.disconnect()
-
-
 def _command(drive: Cia402Drive, v: float) -> None:
     """What the loop writes each tick: engaged, this velocity, the envelope's force beside it."""
     link.command(drive.arrays, time.monotonic(), True, v, 100.0, np.full(5, np.nan))
@@ -105,9 +94,9 @@ def test_a_lost_drive_gets_quick_stop_first_however_late_the_worker(
     monkeypatch.setattr("servo_node.drive.cia402._worker.stop_by_every_channel", late_stop)
     _command(drive, CRUISE)
     wait_for(lambda: abs(_velocity(emulator) - CRUISE) < 1e-3, timeout=30, what="cruising")
-    with stranger(iface) as s:
+    with stranger(iface, DRIVE_ID) as s:
         before = len(emulator.drive.transitions)
-        s.send_message(0x80, b"")  # One SYNC the servo did not send: another master.
+        s.network.send_message(0x80, b"")  # One SYNC the servo did not send: another master.
         fault = wait_for(lambda: drive.fault(), timeout=10, what="the loss of control")
         assert "SYNC COB-ID 0x080" in fault[1], fault
         samples: list[float] = []
@@ -139,8 +128,8 @@ def test_a_joint_that_moves_after_the_stop_found_it_at_rest_is_reported_uncontro
     _command(drive, 0.0)  # Holding against the load.
     time.sleep(0.3)
     notes: list[str] = []
-    with stranger(iface) as s:
-        s.send_message(0x80, b"")
+    with stranger(iface, DRIVE_ID) as s:
+        s.network.send_message(0x80, b"")
 
         def said(text: str) -> bool:
             notes.extend(drive.events())

@@ -37,6 +37,7 @@ def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
 CRUISING_SAMPLES = 20
 """TPDOs received at the target velocity before it is set back to 0 (each must show the target)."""
 
+
 def test_base_node_402_drives_csv_and_reads_the_motion_back(master: Master) -> None:
     """Enabled through the state machine in CSV, a target velocity streamed by RPDO moves the joint: the TPDO's
     velocity settles on the target and the position advances with it, never beyond its integral."""

@@ -14,12 +14,16 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
   for a setpoint *received before the start was* (to :data:`REORDER_S`): a stranger's start, or a start sent ahead
   of its setpoint, is refused with a reason. Received means the transport's reception timestamps, not the order the
   two are handled in: they travel on different subjects and are handled by different tasks, so a start handled
-  before the setpoint that was received just before it waits for it; if none comes it lapses (refused, once the
-  deadman has passed after its instant).
+  before the setpoint that was received just before it waits for it (even past its instant: a busy node's event
+  loop reads both late, and the plan then starts late, never earlier than its previous tick); if none comes it
+  lapses (refused, once the deadman has passed after its instant).
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
-  pending (a repeat must not start it early). A repeat of the start just obeyed (same node, same instant) is
-  ignored: a coordinator sends its first start twice (``servo_node.coord``: on CAN a restarted sender's first
-  transfer can be taken for its former self's last).
+  pending (a repeat must not start it early); it also completes a start that waited for it: an axis a coordinated
+  move holds at its target gets its setpoint again and the start, which then has nothing to start (no refusal).
+- A repeat of the start just obeyed (same node, same instant) is ignored, whatever is staged since: one start
+  starts one setpoint. A coordinator sends its first start twice (``servo_node.coord``: on CAN a restarted sender's
+  first transfer can be taken for its former self's last) and repeats each start with its setpoints for a while
+  (a node that lost the start, or the setpoint it starts, starts late rather than not at all).
 
 Pure logic on an injected clock [second, the loop's clock]; :mod:`.axis` feeds it.
 """
@@ -76,9 +80,11 @@ class Staging:
     def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None, source: int | None) -> Start | float | None:
         """A valid, armed setpoint from ``source`` received at ``at_s``: the time to apply it at, the start it
         completes (one from the same node, received after it but handled first), or None if it is staged."""
-        if sp == active:
-            return max(at_s, self._start_at)
         p = self._pending
+        if sp == active:
+            if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
+                self._pending = None  # Its start has nothing to start: this axis holds its target (not a refusal).
+            return max(at_s, self._start_at)
         if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
             self.staged, self._start_at, self._started_by, self._pending = None, p.at_s, p.source, None
             return Start(sp, p.at_s, at_s)
@@ -92,24 +98,22 @@ class Staging:
         it waits for its setpoint (see :meth:`offer`), or why it releases none."""
         if source is None:
             return "start from an anonymous node"
+        if at_s == self._start_at and source == self._started_by:
+            return None  # The start just obeyed, again: it started its setpoint, and starts no other.
         if not math.isfinite(at_s) or at_s - now_s > MAX_LEAD_S:
             return f"start {at_s - now_s:.3f} s ahead: more than {MAX_LEAD_S:g} s (clock not synchronised?)"
         if now_s - at_s > self.deadman_s:
             return f"start {now_s - at_s:.3f} s in the past: older than the deadman"
         sp = self.staged
-        if sp is None and at_s == self._start_at and source == self._started_by:
-            return None  # The start just obeyed, again: nothing to release, nothing to wait for.
         if sp is not None and now_s - self._staged_at > self.deadman_s:
             self.staged = sp = None
         if sp is not None and self._staged_first > now_s + REORDER_S:
             return "start received before its setpoint"  # Handled after it, but the setpoint came later.
         if sp is not None and source != self._staged_by:
             return f"start from node {source}: the staged setpoint is node {self._staged_by}'s"
-        if sp is None:
-            if at_s >= now_s:
-                self._pending = _Pending(at_s, now_s, source)
-                return None
-            return "no staged setpoint"
+        if sp is None:  # Its setpoint not handled yet (it may be, late: its instant may have passed already).
+            self._pending = _Pending(at_s, now_s, source)
+            return None
         self.staged, self._pending = None, None
         self._start_at, self._started_by = at_s, source
         return Start(sp, at_s, self._staged_at)

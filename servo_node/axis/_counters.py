@@ -33,7 +33,7 @@ class AxisCounters:
     starts: int = 0
     """Start messages that applied a staged setpoint."""
     starts_refused: int = 0
-    """Start messages that applied nothing (no staged setpoint, too old, too far ahead, not from the setpoint's
+    """Start messages that applied nothing (their setpoint never came, too old, too far ahead, not from the setpoint's
     publisher, sent before it)."""
     last_refusal: str = ""
     """The latest refused message that is no setpoint (a start), with its reason; ``sys.status`` ``refused``."""

@@ -27,8 +27,9 @@ COORD, STRANGER = 40, 41
 
 def test_staging_releases_only_a_fresh_setpoint_within_the_lead() -> None:
     s = Staging(DEADMAN_S)
-    assert s.start(0.99, 1.0, COORD) == "no staged setpoint"
-    assert s.offer(_sp(1.0), 1.0, None, COORD) is None  # Different from the active one: staged.
+    assert s.start(0.99, 1.0, COORD) is None  # Nothing staged, its instant past: waits for its setpoint...
+    assert s.lapsed(0.99 + DEADMAN_S + 0.01) == f"no setpoint from node {COORD} received before its start"
+    assert s.offer(_sp(1.0), 1.0, None, COORD) is None  # ...which never came. This one differs from the active: staged.
     assert "ahead" in str(s.start(1.0 + MAX_LEAD_S + 0.1, 1.0, COORD))
     assert "in the past" in str(s.start(1.0 - DEADMAN_S - 0.1, 1.0, COORD))
     started = s.start(1.05, 1.01, COORD)
@@ -50,11 +51,31 @@ def test_a_repeat_of_the_start_just_obeyed_is_ignored() -> None:
     started = s.start(1.05, 1.01, COORD)
     assert started is not None and not isinstance(started, str) and started.at_s == 1.05
     assert s.start(1.05, 1.011, COORD) is None
-    assert s.start(1.05, 1.06, COORD) is None  # After its instant: not "no staged setpoint".
+    assert s.start(1.05, 1.06, COORD) is None  # After its instant: not refused, not waiting.
     assert s.lapsed(1.05 + 2 * DEADMAN_S) is None
     assert s.offer(_sp(2.0), 2.0, _sp(1.0), COORD) is None  # The next setpoint is staged, as before.
     released = s.start(2.05, 2.01, COORD)
     assert released is not None and not isinstance(released, str) and released.setpoint == _sp(2.0)
+
+
+def test_a_held_axis_takes_its_start_quietly_and_a_repeat_starts_only_its_own_setpoint() -> None:
+    """A coordinated move holds some axes at their target: their setpoint is the active one again, and the start
+    then has nothing to start (no refusal lapses). A repeat of a start already obeyed starts nothing staged since
+    (a stale repetition staged after it stays staged), while a repeat does start a setpoint whose first copy was
+    lost (staged from a later repetition): late, not never."""
+    s = Staging(DEADMAN_S)
+    assert s.start(1.05, 1.0, COORD) is None  # Handled before the (unchanged) setpoint: waits for it.
+    assert s.offer(_sp(1.0), 0.999, _sp(1.0), COORD) == 0.999  # The active one again: it only keeps it alive.
+    assert s.lapsed(1.05 + 2 * DEADMAN_S) is None  # Not "no setpoint ... received before its start".
+    assert s.offer(_sp(2.0), 2.0, _sp(1.0), COORD) is None
+    started = s.start(2.05, 2.001, COORD)
+    assert started is not None and not isinstance(started, str) and started.setpoint == _sp(2.0)
+    assert s.offer(_sp(1.0), 2.1, _sp(2.0), COORD) is None  # A stale repetition of the old target: staged...
+    assert s.start(2.05, 2.101, COORD) is None and s.staged == _sp(1.0)  # ...and the repeated start leaves it.
+    lost = Staging(DEADMAN_S)  # The setpoint's first copy lost: the start waits, a repetition comes too late.
+    assert lost.start(3.05, 3.001, COORD) is None and lost.offer(_sp(3.0), 3.1, None, COORD) is None
+    again = lost.start(3.05, 3.101, COORD)
+    assert again is not None and not isinstance(again, str) and again.setpoint == _sp(3.0) and again.at_s == 3.05
 
 
 def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
@@ -72,6 +93,12 @@ def test_a_start_that_overtook_its_setpoint_waits_for_it() -> None:
     assert released is not None and not isinstance(released, float) and released.at_s == 1.2
     late = Staging(DEADMAN_S)  # Sent later than that: staged, not started.
     assert late.start(1.2, 1.1, COORD) is None and late.offer(_sp(3.0), 1.1 + 2 * REORDER_S, None, COORD) is None
+    # A busy node's event loop reads (stamps) both late, past the instant, and handles the start first: it waits for
+    # its setpoint all the same, and the plan starts at the (past) instant, which the loop clamps to its last tick.
+    busy = Staging(DEADMAN_S)
+    assert busy.start(1.2, 1.3, COORD) is None
+    behind = busy.offer(_sp(4.0), 1.299, None, COORD)
+    assert behind is not None and not isinstance(behind, float) and behind.at_s == 1.2
 
 
 def test_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it() -> None:
@@ -145,20 +172,22 @@ async def test_after_an_expiry_even_the_same_setpoint_waits_for_a_start(servo: S
 async def test_refused_starts_are_counted_and_nothing_moves(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
     src = client.node.id
-    assert not axis.start_staged(axis.now() - 0.01, axis.now(), src)  # Nothing staged (and its instant has passed).
+    assert not axis.start_staged(axis.now() - 0.01, axis.now(), src)  # Nothing staged: waits for its setpoint...
+    axis.advance(DEADMAN_S + 0.05)  # ...which never comes: it lapses, refused.
+    assert axis.counters.starts_refused == 1
     await client.send(axis, 5.0)
     assert not axis.start_staged(axis.now() + MAX_LEAD_S + 1.0, axis.now(), client.node.id)  # A start too far ahead.
     axis.advance(DEADMAN_S + 0.05)
-    assert not axis.start_staged(axis.now() - 0.01, axis.now(), client.node.id)  # The staged setpoint got too old.
-    assert axis.start_staged(axis.now() + 0.1, axis.now(), src) is False  # Waits for a setpoint that never comes...
+    assert not axis.start_staged(axis.now() - 0.01, axis.now(), client.node.id)  # The staged setpoint got too old:
+    assert axis.start_staged(axis.now() + 0.1, axis.now(), src) is False  # dropped. Waits for a fresh one...
     axis.advance(0.5)
-    assert axis.counters.starts_refused == 3
-    axis.advance(0.2)  # ...and lapses a deadman after its instant.
+    assert axis.counters.starts_refused == 2
+    axis.advance(0.2)  # ...which never comes: it lapses a deadman after its instant.
     s = axis.loop.sample()
     assert not s.engaged and s.position == 0.0
-    assert axis.counters.starts_refused == 4 and axis.counters.starts == 0
+    assert axis.counters.starts_refused == 3 and axis.counters.starts == 0
     events = axis.events()
-    assert events["starts_refused"] == 4 and events["staged"] == 1
+    assert events["starts_refused"] == 3 and events["staged"] == 1
 
 
 async def test_without_a_start_the_active_command_expires_and_stops(client: Client) -> None:

@@ -196,6 +196,7 @@ class PathRunner:
         started = time.perf_counter()
         total = sum(r.segment.duration + w.dwell_s + SEGMENT_GAP_S for r, w in zip(results, self.waypoints,
                                                                                    strict=True))
+        await coord._end_hold()
         await coord._burst(msgs[0])
         await asyncio.sleep(START_AFTER_STAGE_S)
         results[0].start_at = coord.sync_now() + coord.start_lead_s

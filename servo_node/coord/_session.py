@@ -67,6 +67,10 @@ SETTLE_S = 0.1
 JUDGED_BEFORE_START_S = 0.005
 """A move on a start message is judged from this long before the instant it names [second]."""
 
+START_REPEAT_PERIODS = 2
+"""A start is repeated with the setpoints until its instant is this many repetition periods past (at most half
+the shortest deadman, inside which a node still takes a start)."""
+
 START_LEAD_S = 0.05
 """How far ahead of its publication a start message names the start [second]: longer than the start frame's
 delivery to every node's control loop (an event-loop hop), so every plan starts at that very instant."""
@@ -116,6 +120,9 @@ class Coordinator:
         self._first_sends = {"burst", "start"}  # Not sent yet in this session: the first goes twice (see _burst).
         self._start_checked = False
         self._start_at = math.nan
+        """The instant the last start message named (synchronized time) [second]."""
+        self._hold: asyncio.Task[None] | None = None
+        """The repetition of the last move's setpoints, until the next move's burst takes over."""
         self._timesync: Any = None
         self._env = dict(os.environ if environment is None else environment)
         self._node: Any = None
@@ -276,6 +283,7 @@ class Coordinator:
             dyn.record()
         sent_at = time.time()
         stamp_from = self.stamp_now()
+        await self._end_hold()  # One repetition per axis: the previous move's setpoints stop with this burst.
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst
@@ -289,9 +297,10 @@ class Coordinator:
             on_sent(plan)
 
         async def repeat() -> None:
-            """The setpoints again every ``repeat_s`` (a quarter of the shortest deadman, at most 0.1 s). A failed
-            send is reported and retried at the next period; a gap past a deadman is reported, since the nodes then
-            stop on their own (this process held up: a starved host)."""
+            """The setpoints again every ``repeat_s`` (a quarter of the shortest deadman, at most 0.1 s), the start
+            too while young (:meth:`repeat_start`). A failed send is reported and retried at the next period; a gap
+            past a deadman is reported, since the nodes then stop on their own (this process held up: a starved
+            host). Ends with the next move's burst (:meth:`_end_hold`) or this move's end."""
             next_at = last = time.monotonic() + repeat_s
             while True:
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
@@ -302,6 +311,7 @@ class Coordinator:
                                     4.0 * repeat_s)
                 try:
                     await self._burst(msgs)
+                    await self.repeat_start(START_REPEAT_PERIODS * repeat_s)
                 except OSError as ex:  # E.g. ENOBUFS on a starved host: transient.
                     _logger.warning("setpoints not sent (%s: %s); again in %.3g s", type(ex).__name__, ex, repeat_s)
                 except Exception:
@@ -322,7 +332,7 @@ class Coordinator:
                 return None
 
         end_mono = time.monotonic() + lead + max(predicted) + 0.15
-        feeder = asyncio.create_task(repeat())
+        feeder = self._hold = asyncio.create_task(repeat())
         mid = asyncio.create_task(mid_move())
         try:
             await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
@@ -389,8 +399,7 @@ class Coordinator:
         """With a start subject, publish the start ``start_lead_s`` ahead; returns the lead [second] (0 without)."""
         if self._start_pub is None:
             return 0.0
-        self._start_at = self.sync_now() + self.start_lead_s
-        await self.publish_start(self._start_at)
+        await self.publish_start(self.sync_now() + self.start_lead_s)
         return self.start_lead_s
 
     def _publication_yields(self) -> bool:
@@ -408,9 +417,27 @@ class Coordinator:
         """One start message naming ``at_s`` (synchronized time): every staged setpoint starts then."""
         import uavcan.time
 
+        self._start_at = at_s
         msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
         for _ in range(self._copies("start")):  # The first twice, as the first burst (see _burst).
             await self._start_pub.publish(msg)
+
+    async def repeat_start(self, window_s: float) -> None:
+        """The last start again, unless its instant is more than ``window_s`` past: a node that lost it, or lost
+        the setpoint it starts (a repetition staged that since), starts then, late by the loss instead of never;
+        a node that obeyed it ignores the copy (:mod:`servo_node.staging`). Sent after the setpoints' repetition."""
+        import uavcan.time
+
+        at_s = self._start_at
+        if self._start_pub is None or not math.isfinite(at_s) or self.sync_now() - at_s > window_s:
+            return
+        await self._start_pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6)))
+
+    async def _end_hold(self) -> None:
+        """Stop the last move's repetition (its setpoints would otherwise be staged against the next move's)."""
+        hold, self._hold = self._hold, None
+        if hold is not None and not hold.done():
+            await cancel_and_wait([hold])
 
     async def _measure(self, seg: Segment, info: AxesInfo, sent_at: float, judged: tuple[float, float],
                        burst_s: float, planning_s: float, lead_s: float,

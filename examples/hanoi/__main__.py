@@ -26,6 +26,12 @@ MAX_BOXES = 8
 """2^8 − 1 = 255 moves (about an hour); more is refused."""
 
 
+FIXED_SUBJECTS = {7168, 7509, 7510, 8165, 8166, 8184}
+"""Standard fixed subject-IDs (time synchronization, heartbeat, port list, plug-and-play, diagnostics): a setpoint,
+start or dynamics subject on one of them would share it with those messages (a run on 7500.. put its start on the
+heartbeat's 7509)."""
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m examples.hanoi", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,6 +74,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 <pid>`: where is it stuck?
     if not 1 <= args.boxes <= MAX_BOXES:
         print(f"hanoi: --boxes must be 1..{MAX_BOXES} (2^N − 1 moves)", file=sys.stderr)
+        return 2
+    taken = sorted(set(range(args.subject, args.subject + 15)) & FIXED_SUBJECTS)
+    if taken or not 0 <= args.subject <= 8191 - 14:
+        print(f"hanoi: --subject {args.subject}: its subjects {args.subject}..{args.subject + 14} must lie in 0..8191 "
+              f"and leave out the standard ones the nodes publish ({', '.join(map(str, taken)) or 'none'} taken)",
+              file=sys.stderr)
         return 2
     cell = Cell(clearance=args.clearance * 1e-3)
     try:

@@ -128,7 +128,8 @@ def test_a_failed_check_stops_the_arm(tmp_path: Path) -> None:
 
 
 def test_out_of_reach_is_refused_before_anything_moves() -> None:
-    """A travel height beyond the arm's reach: a clear error and exit code 2, before any node is started."""
+    """A travel height beyond the arm's reach, or subjects on the standard ones: a clear error and exit code 2, before
+    any node is started."""
     res = _run("--boxes", "3", "--clearance", "600", "--figure", "", timeout=120)
     assert res.returncode == 2
     assert "3 boxes cannot be done with this arm, nothing moved: platform A at height" in res.stderr
@@ -136,3 +137,7 @@ def test_out_of_reach_is_refused_before_anything_moves() -> None:
     assert "nodes up" not in res.stdout
     res = _run("--boxes", "9", "--figure", "", timeout=120)
     assert res.returncode == 2 and "--boxes must be 1..8" in res.stderr
+    # Subjects 7500..7514 would put the start on the heartbeat's subject (7509): refused, nothing started.
+    res = subprocess.run([*HANOI[:-1], "7500", "--boxes", "1"], env=base_env() | {"PYTHONPATH": str(ROOT)}, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "(7509, 7510 taken)" in res.stderr and "nodes up" not in res.stdout

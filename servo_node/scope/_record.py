@@ -18,9 +18,10 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from cyphal_common.dynamics_tap import Consumer, DynamicsTap, Sample
 from cyphal_common.register_reads import read_register
 from cyphal_common.tasks import cancel_and_wait
 
@@ -59,7 +60,7 @@ class ScopeRecorder:
         self.trace = Trace()
         self._env = dict(os.environ if environment is None else environment)
         self._presentation: Any = None
-        self._subs: list[Any] = []
+        self._subs: list[tuple[DynamicsTap, int, Consumer]] = []
         self._clients: dict[int, Any] = {}
         self._labels: dict[tuple[int, int | None], str] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -79,7 +80,6 @@ class ScopeRecorder:
             return
         import pycyphal.application
         import pycyphal.presentation
-        import zubax.physics.dynamics
 
         from cyphal_common.transport import make_transport
 
@@ -87,10 +87,11 @@ class ScopeRecorder:
         if transport is None:
             raise ScopeError("no transport configured: set UAVCAN__UDP__IFACE or UAVCAN__CAN__IFACE")
         self._presentation = pycyphal.presentation.Presentation(transport)
+        tap = DynamicsTap.of(transport)  # One struct call a sample: a busy host's recorder keeps up.
         for subject, label in self.subjects:
-            sub = self._presentation.make_subscriber(zubax.physics.dynamics.DoF3rdTs_1_0, subject)
-            sub.receive_in_background(self._on_dynamics(subject, label))
-            self._subs.append(sub)
+            consumer = self._on_dynamics(subject, label)
+            tap.add(subject, consumer)
+            self._subs.append((tap, subject, consumer))
         if self.poll_hz > 0.0 and not self.anonymous:
             self._tasks.append(asyncio.get_running_loop().create_task(self._poll()))
 
@@ -99,6 +100,8 @@ class ScopeRecorder:
         for t in self._tasks:
             t.cancel()
         self._tasks.clear()
+        for tap, subject, consumer in self._subs:
+            tap.remove(subject, consumer)
         if self._presentation is not None:
             self._presentation.close()
             self._presentation = None
@@ -150,21 +153,19 @@ class ScopeRecorder:
                 self._tasks.append(asyncio.get_running_loop().create_task(self._first_sight(node_id, base)))
         return self._labels[key]
 
-    def _on_dynamics(self, subject: int, given: str) -> Callable[[Any, Any], Any]:
-        async def handler(msg: Any, meta: Any) -> None:
+    def _on_dynamics(self, subject: int, given: str) -> Consumer:
+        def consumer(node_id: int, sample: Sample) -> None:
             self.received += 1
-            label = self._label(subject, given, meta.source_node_id)
-            t = msg.timestamp.microsecond * 1e-6
+            label = self._label(subject, given, node_id)
+            t, p, v, a, f = sample
             if t > self._window_end:
                 self._past_window.add(label)
                 if self._past_window >= set(self._labels.values()):
                     self._window_done.set()
                 return
-            kin = msg.value.kinematics
-            self.trace.axis(label).measured.add(t, float(kin.base.position), float(kin.base.velocity),
-                                                float(kin.acceleration), float(msg.value.force))
+            self.trace.axis(label).measured.add(t, p, v, a, f)
 
-        return handler
+        return consumer
 
     # ---------------------------------------------------------------- register reads
 

@@ -3,13 +3,14 @@
 Each ``dynamics`` subject (``zubax.physics.dynamics.DoF3rdTs.1.0``) is one axis per publishing node; the node is
 known from the transfer's source node-ID (an anonymous publisher's samples are not recorded). The samples come from
 the transport's one :class:`~cyphal_common.dynamics_tap.DynamicsTap`: a recorder beside a coordinator on a busy
-host fell seconds behind the joints while the generated deserializer ran for every sample. With a node-ID of its own the recorder also reads, once per node, its
-default limits (``servo.profile.velocity``, ``servo.profile.acceleration``, ``servo.torque_limit``) and its unit
-(the register its backend names: ``sim.kind``, ``servo.drive.kind``), and at ``poll_hz`` its ``sys.motion`` (the
-reference p, v, a) and ``sys.status`` (the active setpoint's limits). A polled value is stamped at the middle of
-its request's round trip on the system clock (the clock of the ``dynamics`` timestamps), so it is good to a few
-milliseconds; the measured series is exact to the node's own stamps. Anonymous (no node-ID), it records ``dynamics``
-only.
+host fell seconds behind the joints while the generated deserializer ran for every sample.
+
+With a node-ID of its own the recorder also reads, once per node, its default limits (``servo.profile.velocity``,
+``servo.profile.acceleration``, ``servo.torque_limit``) and its unit (the register its backend names: ``sim.kind``,
+``servo.drive.kind``), and at ``poll_hz`` its ``sys.motion`` (the reference p, v, a) and ``sys.status`` (the active
+setpoint's limits). A polled value is stamped at the middle of its request's round trip on the system clock (the
+clock of the ``dynamics`` timestamps), so it is good to a few milliseconds; the measured series is exact to the
+node's own stamps. Anonymous (no node-ID), it records ``dynamics`` only.
 """
 
 from __future__ import annotations

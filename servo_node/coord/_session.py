@@ -52,7 +52,7 @@ from ._joints import LINE_WARN
 from ._listen import Listener
 from ._result import AxisReport, MoveResult, Recorder, after_arrival, line_measures
 from ._segment import AxesInfo, Segment, checked_segment, commands, within_envelope
-from ._start import START_AUTO, check_start_subject, choose_start
+from ._start import START_AUTO, StartMessages, check_start_subject, choose_start
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration
 
 NODE_NAME = "io.github.cyphal_servo.coord"
@@ -116,11 +116,9 @@ class Coordinator:
         self.start_subject: int | None = None
         self.start_path = ""
         self.start_lead_s = start_lead_s
-        self._start_pub: Any = None
-        self._first_sends = {"burst", "start"}  # Not sent yet in this session: the first goes twice (see _burst).
+        self._starts: StartMessages | None = None
+        self._first_burst = True  # Not sent yet in this session: the first goes twice (see _burst).
         self._start_checked = False
-        self._start_at = math.nan
-        """The instant the last start message named (synchronized time) [second]."""
         self._hold: asyncio.Task[None] | None = None
         """The repetition of the last move's setpoints, until the next move's burst takes over."""
         self._timesync: Any = None
@@ -175,10 +173,11 @@ class Coordinator:
 
             from cyphal_common.timesync import TimeSync
 
-            self._start_pub = pres.make_publisher(uavcan.time.SynchronizedTimestamp_1_0, self.start_subject)
-            self._start_pub.priority = pycyphal.transport.Priority.HIGH
-            continue_after_restart(self._start_pub)
+            start_pub = pres.make_publisher(uavcan.time.SynchronizedTimestamp_1_0, self.start_subject)
+            start_pub.priority = pycyphal.transport.Priority.HIGH
+            continue_after_restart(start_pub)
             self._timesync = TimeSync.of(node, "slave")  # The nodes' synchronized time, where a master is heard.
+            self._starts = StartMessages(start_pub, self.sync_now)
         # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
                                                          AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
@@ -190,9 +189,9 @@ class Coordinator:
         if self._node is not None and self._shared_node is None:
             self._node.close()
         elif self._node is not None:
-            for port in [*self._pubs, *self._clients, *filter(None, [self._start_pub])]:
+            for port in [*self._pubs, *self._clients, *([self._starts.pub] if self._starts else [])]:
                 port.close()
-            self._pubs, self._clients, self._start_pub = [], [], None
+            self._pubs, self._clients, self._starts = [], [], None
         self._node = None
 
     async def __aenter__(self) -> Coordinator:
@@ -289,8 +288,8 @@ class Coordinator:
         burst_s = time.perf_counter() - t_burst
         lead = await self._start()
         if lead > 0.0:
-            stamp_from = self._start_at - JUDGED_BEFORE_START_S  # At rest until then: judged from the start.
-        stamp_to = (self._start_at if lead > 0.0 else stamp_from) + max(predicted) + SETTLE_S
+            stamp_from = self.start_at - JUDGED_BEFORE_START_S  # At rest until then: judged from the start.
+        stamp_to = (self.start_at if lead > 0.0 else stamp_from) + max(predicted) + SETTLE_S
         if record:
             dyn.start()
         if on_sent is not None:
@@ -379,25 +378,18 @@ class Coordinator:
         """Publish one message per axis back to back. Sequential awaits are the shortest burst: measured on
         loopback UDP ~0.2 ms for three (asyncio.gather's task creation made it ~0.7 ms), ~1 ms on udpmc CAN.
 
-        The session's first burst goes out twice, every axis once and then again, as does its first start
-        (:meth:`publish_start`). A coordinator run again within the 2 s transfer-ID timeout under the same node-ID
-        continues its transfer-IDs (``continue_after_restart``), but on CAN they are counted modulo 32: a receiver
-        drops a first transfer whose transfer-ID equals the last it took from that node, one in 32. A dropped first
-        setpoint left its axis without a staged setpoint when the start came, and it never moved. The copy is the
-        next transfer-ID, which the receiver takes; a node ignores a repeated setpoint or start."""
-        for _ in range(self._copies("burst")):
+        The session's first burst goes out twice (as its first start): a coordinator run again under the same
+        node-ID within the 2 s transfer-ID timeout continues its transfer-IDs, but on CAN modulo 32, and a receiver
+        drops a first transfer whose transfer-ID equals the last it took from that node (one in 32: that axis never
+        moved). The copy is the next transfer-ID; a node ignores a repeated setpoint or start."""
+        for _ in range(2 if self._first_burst else 1):
             for pub, msg in zip(self._pubs, msgs, strict=True):
                 await pub.publish(msg)
-
-    def _copies(self, kind: str) -> int:
-        """How many times to send this ``kind`` ("burst" or "start"): twice the session's first, then once."""
-        first = kind in self._first_sends
-        self._first_sends.discard(kind)
-        return 2 if first else 1
+        self._first_burst = False
 
     async def _start(self) -> float:
         """With a start subject, publish the start ``start_lead_s`` ahead; returns the lead [second] (0 without)."""
-        if self._start_pub is None:
+        if self._starts is None:
             return 0.0
         await self.publish_start(self.sync_now() + self.start_lead_s)
         return self.start_lead_s
@@ -413,25 +405,20 @@ class Coordinator:
         """Now in the nodes' synchronized time (with a start subject) [second]."""
         return float(self._timesync.now_s())
 
+    @property
+    def start_at(self) -> float:
+        """The instant the last start named (synchronized time; NaN: none) [second]."""
+        return self._starts.at_s if self._starts is not None else math.nan
+
     async def publish_start(self, at_s: float) -> None:
         """One start message naming ``at_s`` (synchronized time): every staged setpoint starts then."""
-        import uavcan.time
-
-        self._start_at = at_s
-        msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
-        for _ in range(self._copies("start")):  # The first twice, as the first burst (see _burst).
-            await self._start_pub.publish(msg)
+        assert self._starts is not None
+        await self._starts.publish(at_s)
 
     async def repeat_start(self, window_s: float) -> None:
-        """The last start again, unless its instant is more than ``window_s`` past: a node that lost it, or lost
-        the setpoint it starts (a repetition staged that since), starts then, late by the loss instead of never;
-        a node that obeyed it ignores the copy (:mod:`servo_node.staging`). Sent after the setpoints' repetition."""
-        import uavcan.time
-
-        at_s = self._start_at
-        if self._start_pub is None or not math.isfinite(at_s) or self.sync_now() - at_s > window_s:
-            return
-        await self._start_pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6)))
+        """The last start again while young (:meth:`StartMessages.repeat`); nothing without a start subject."""
+        if self._starts is not None:
+            await self._starts.repeat(window_s)
 
     async def _end_hold(self) -> None:
         """Stop the last move's repetition (its setpoints would otherwise be staged against the next move's)."""

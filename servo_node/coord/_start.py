@@ -3,6 +3,8 @@ reception; chosen from the request and the axes' ``uavcan.sub.motion_start.id`` 
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from cyphal_common.tasks import gather_all
@@ -65,3 +67,35 @@ async def check_start_subject(coord: Coordinator, subject: int) -> None:
     if wrong:
         raise CoordError(f"not subscribed to the start subject {subject} (uavcan.sub.motion_start.id): "
                          f"{', '.join(wrong)}")
+
+
+class StartMessages:
+    """A coordinator's start messages (``uavcan.time.SynchronizedTimestamp.1.0`` on ``pub``, naming instants in the
+    synchronized time ``now`` reads): the session's first goes out twice, the last is repeated while young."""
+
+    def __init__(self, pub: Any, now: Callable[[], float]) -> None:
+        self.pub = pub
+        self._now = now
+        self._first = True
+        self.at_s = math.nan
+        """The instant the last start named [second]."""
+
+    async def publish(self, at_s: float) -> None:
+        """One start naming ``at_s``: every staged setpoint starts then. The session's first goes out twice: on
+        CAN a restarted coordinator's first transfer can be taken for its former self's last (see ``_burst``)."""
+        import uavcan.time
+
+        self.at_s = at_s
+        msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
+        for _ in range(2 if self._first else 1):
+            await self.pub.publish(msg)
+        self._first = False
+
+    async def repeat(self, window_s: float) -> None:
+        """The last start again, unless its instant is more than ``window_s`` past: a node that lost it, or lost
+        the setpoint it starts (a repetition staged that since), starts then, late by the loss instead of never;
+        a node that obeyed it ignores the copy (:mod:`servo_node.staging`). Sent after the setpoints' repetition."""
+        import uavcan.time
+
+        if math.isfinite(self.at_s) and self._now() - self.at_s <= window_s:
+            await self.pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(self.at_s * 1e6)))

@@ -240,7 +240,7 @@ class SetpointPath:
             s.failed_setpoint = None
         s.setpoint = sp
         assert s.loop is not None
-        s.loop.command(sp, at_s)
+        s.loop.command(sp, at_s, received_at_s)
         s.feedback_due.set()
         return True
 

@@ -77,7 +77,9 @@ C_AMAX = 7
 C_JMAX = 8
 C_FLIM = 9  # force/torque limit
 C_RX_T = 10  # reception time of the setpoint [second, loop clock]; the deadman counts from it, its plan starts at it
-N_CMD = 11
+C_ALIVE_T = 11  # latest reception of the setpoint [second, loop clock]; for a start (C_RX_T its instant, ahead) it
+#                 keeps the command in force alive while the started one waits for its instant
+N_CMD = 12
 
 MODE_IDLE = 0.0
 MODE_POSITION = 1.0

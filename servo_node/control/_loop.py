@@ -292,14 +292,17 @@ class ControlLoop:
         """The ticking thread's ring of wake-up lateness (real clock; empty otherwise); see :meth:`period_errors`."""
         return self._thread.timing if self._thread is not None else np.zeros(L.TIMING_RING + 1)
 
-    def command(self, sp: Setpoint, received_at_s: float | None = None) -> None:
+    def command(self, sp: Setpoint, received_at_s: float | None = None, alive_at_s: float | None = None) -> None:
         """Follow a setpoint received at ``received_at_s`` (loop clock; None: when the loop takes it).
 
         The deadman counts from the reception time; the same setpoint again only keeps the command alive,
-        a different one is re-planned from the current reference state at the next tick.
+        a different one is re-planned from the current reference state at the next tick. A coordinated start names
+        its instant as ``received_at_s`` (ahead: the loop takes it then) and the setpoint's latest reception as
+        ``alive_at_s``: until the instant that keeps the command in force alive (its publisher is there).
         """
         rx = math.nan if received_at_s is None else received_at_s
-        self._write(L.MODE_VELOCITY if sp.velocity_mode else L.MODE_POSITION, sp, rx)
+        alive = rx if alive_at_s is None else alive_at_s
+        self._write(L.MODE_VELOCITY if sp.velocity_mode else L.MODE_POSITION, sp, rx, alive)
 
     def follow(self, limits: Setpoint, received_at_s: float) -> None:
         """Mimic: follow the leader (written through :class:`~._leader.LeaderInput`) within ``limits``' profile
@@ -310,12 +313,13 @@ class ControlLoop:
         """The stop (jerk-limited, hold until at rest, then release); ``immediate`` removes the force at once."""
         self._write(L.MODE_DISENGAGE if immediate else L.MODE_STOP, None, math.nan)
 
-    def _write(self, mode: float, sp: Setpoint | None, received_at_s: float) -> None:
+    def _write(self, mode: float, sp: Setpoint | None, received_at_s: float, alive_at_s: float = math.nan) -> None:
         with self._cmd_lock:
             cmd = self.cmd
             cmd[L.C_SEQ] += 1.0  # Odd: the loop will not take a half-written command.
             cmd[L.C_MODE] = mode
             cmd[L.C_RX_T] = received_at_s
+            cmd[L.C_ALIVE_T] = alive_at_s
             if sp is not None:
                 lim = sp.limits
                 cmd[L.C_PT] = sp.target_position

@@ -197,7 +197,13 @@ def take_command(now: float, A: LoopArrays) -> None:
     if c[L.C_SEQ] == st[L.ST_CMD_SEQ]:
         return
     if (c[L.C_MODE] == L.MODE_POSITION or c[L.C_MODE] == L.MODE_VELOCITY) and c[L.C_RX_T] > now:
-        return  # A coordinated start not due yet (servo_node.staging): taken at the first tick at or after it.
+        # A coordinated start not due yet (servo_node.staging): taken at the first tick at or after it. Meanwhile its
+        # setpoint's receptions keep the command in force alive (a path's next segment waits for its instant while
+        # the current one runs; its own setpoint's repetitions no longer reach the loop), never past its deadman.
+        alive = c[L.C_ALIVE_T]
+        if alive <= now and alive > act[L.C_RX_T]:
+            act[L.C_RX_T] = alive
+        return
     st[L.ST_CMD_SEQ] = c[L.C_SEQ]
     mode = c[L.C_MODE]
     engaged = st[L.ST_ENGAGED] != 0.0

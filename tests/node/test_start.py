@@ -155,6 +155,39 @@ async def test_a_staged_setpoint_moves_nothing_until_its_start_then_plans_from_t
     assert axis.counters.starts == 1 and axis.counters.setpoints_accepted == 2
 
 
+async def test_a_started_setpoint_waiting_for_its_instant_keeps_the_running_one_alive(
+    servo: ServoNode, client: Client
+) -> None:
+    """A path's next segment: its setpoint staged and started ahead (0.9 s, more than the deadman) while the current
+    move runs. The node obeys the start at once; the current setpoint's repetitions are staged from then on (no
+    longer the active one), so only the next one's repetitions say the publisher is there: they keep the running
+    move alive until the instant (before: it expired 0.5 s after the start). Without them it still expires."""
+    axis = servo.axis()
+    src = client.node.id
+    await client.send(axis, 50.0)  # A long move.
+    assert axis.start_staged(axis.now(), axis.now(), src)
+    axis.advance(0.3)
+    await client.send(axis, 50.0)
+    await client.send(axis, -50.0)  # The next segment: staged...
+    at = axis.now() + 0.9
+    assert axis.start_staged(at, axis.now(), src)  # ...and started, ahead of its instant.
+    first = axis.loop.sample().plan_start_s
+    for _ in range(8):  # What the path runner repeats: the current segment's setpoint, then the next one's.
+        axis.advance(0.1)
+        await client.send(axis, 50.0)
+        await client.send(axis, -50.0)
+        s = axis.loop.sample()
+        assert s.engaged and not s.expired and s.plan_start_s == first, "the running move expired"
+    axis.advance(0.15)
+    s = axis.loop.sample()
+    assert s.engaged and not s.expired and s.plan_start_s == pytest.approx(at, abs=1e-12)  # The next one took over.
+    await client.send(axis, 50.0)  # Its stale repetition: staged, it starts nothing.
+    await client.send(axis, 10.0)
+    assert axis.start_staged(axis.now() + 0.9, axis.now(), src)  # Started ahead again, but nothing comes after.
+    axis.advance(0.7)
+    assert axis.loop.sample().expired  # The deadman holds: silence expires the running move as before.
+
+
 async def test_after_an_expiry_even_the_same_setpoint_waits_for_a_start(servo: ServoNode, client: Client) -> None:
     axis = servo.axis()
     await client.send(axis, 5.0)

@@ -23,7 +23,8 @@ class AxisCounters:
     setpoints_bad_payload: int = 0
     """Rejected setpoints that were no ServoCommand at all (a payload of another size, undecodable)."""
     setpoints_coalesced: int = 0
-    """Queued setpoint frames dropped unseen behind newer ones (a flood faster than the node decodes)."""
+    """Queued setpoints not applied behind newer ones: frames dropped unseen (a flood faster than the node decodes),
+    and valid setpoints a newer one in the same batch superseded (a busy node)."""
     setpoint_publishers: int = 0
     """Distinct publishers on the setpoint subject within the last second."""
     setpoints_ignored_mimic: int = 0

@@ -128,7 +128,8 @@ class SetpointPort:
         self.zero_padded = _pads_with_zeros(transport)
         self._last_seen: dict[int, float] = {}
         self.coalesced = 0
-        """Queued frames dropped unseen because newer ones were behind them (a flood)."""
+        """Queued setpoints not applied because newer ones were behind them: dropped unseen (a flood), or valid
+        and superseded within one batch (the axis counts these)."""
 
     async def receive(self, timeout_s: float) -> list[pycyphal.transport.TransferFrom]:
         """Every transfer queued now, oldest first (waits up to ``timeout_s`` for the first)."""

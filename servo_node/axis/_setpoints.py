@@ -59,6 +59,7 @@ class SetpointPath:
             while not s.closed:
                 try:
                     newest: Received | None = None
+                    valid = 0
                     for transfer in await port.receive(1.0):
                         decoded = decode_setpoint(transfer, port.zero_padded)
                         if isinstance(decoded, str):
@@ -66,8 +67,11 @@ class SetpointPath:
                             s.intake.reject(decoded)
                             continue
                         at_s = s.now() if s.loop_clock == "simulated" else reception_time_s(transfer)
-                        newest = s.intake.accept(decoded, at_s, transfer.source_node_id) or newest
+                        received = s.intake.accept(decoded, at_s, transfer.source_node_id)
+                        if received is not None:
+                            newest, valid = received, valid + 1
                     if newest is not None:
+                        port.coalesced += valid - 1  # Valid, but a newer one was queued behind: not applied.
                         self.apply(newest)
                     self._watch_publishers(port.publishers(time.monotonic()))
                     s.counters.setpoints_coalesced = port.coalesced

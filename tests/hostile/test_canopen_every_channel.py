@@ -47,17 +47,19 @@ Start = Callable[[float], tuple[Cia402Drive, Emulator, str]]
 @pytest.fixture
 def servo_and_drive() -> Iterator[Start]:
     """Factory: the emulated drive (its joint under a constant ``load``) and the servo's drive (CSV, 100 Hz, SYNC
-    producer), brought up, on a private bus."""
+    producer), brought up, on a private bus. The master's heartbeat every 0.5 s (the drive's consumer time 1.5 s):
+    both live in this one process, which a loaded host starves for longer than 0.3 s (with a 0.1 s heartbeat a CI
+    run's drive faulted on the master's silence before the stranger's frame, and the fault was its own)."""
     opened: list[tuple[Cia402Drive, Emulator]] = []
 
     def start(load: float) -> tuple[Cia402Drive, Emulator, str]:
         iface = f"virtual:every-channel-{next(_channels)}"
         emulator = Emulator(JointParams(max_velocity=100.0, max_force=100.0, load=load), DRIVE_ID, iface).start()
         settings = Settings(node_id=DRIVE_ID, law="velocity", counts_per_unit=COUNTS, rated_torque=0.0, period_s=0.01,
-                            heartbeat_s=0.1, master_id=MASTER_ID, timeout_s=1.0, homing_method=0, home_offset=0.0,
+                            heartbeat_s=0.5, master_id=MASTER_ID, timeout_s=1.0, homing_method=0, home_offset=0.0,
                             inertia=1.0, compensation=False, lost_after_s=1.0, velocity_limit=CRUISE,
                             acceleration_limit=50.0)
-        drive = Cia402Drive(_network.acquire(iface, 1_000_000, 100.0, True, MASTER_ID, 0.1), settings)
+        drive = Cia402Drive(_network.acquire(iface, 1_000_000, 100.0, True, MASTER_ID, 0.5), settings)
         opened.append((drive, emulator))
         drive.start()
         wait_for(lambda: drive.c.up, timeout=30, what=f"the bring-up: {drive.fault()}")

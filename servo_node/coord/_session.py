@@ -280,9 +280,9 @@ class Coordinator:
             dyn.stop()
         if record:
             dyn.record()
+        await self._end_hold()  # One repetition per axis: the previous move's setpoints stop with this burst.
         sent_at = time.time()
         stamp_from = self.stamp_now()
-        await self._end_hold()  # One repetition per axis: the previous move's setpoints stop with this burst.
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst

@@ -77,6 +77,7 @@ class StartMessages:
         self.pub = pub
         self._now = now
         self._first = True
+        self._msg: Any = None
         self.at_s = math.nan
         """The instant the last start named [second]."""
 
@@ -86,16 +87,14 @@ class StartMessages:
         import uavcan.time
 
         self.at_s = at_s
-        msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
+        self._msg = uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(at_s * 1e6))
         for _ in range(2 if self._first else 1):
-            await self.pub.publish(msg)
+            await self.pub.publish(self._msg)
         self._first = False
 
     async def repeat(self, window_s: float) -> None:
         """The last start again, unless its instant is more than ``window_s`` past: a node that lost it, or lost
         the setpoint it starts (a repetition staged that since), starts then, late by the loss instead of never;
         a node that obeyed it ignores the copy (:mod:`servo_node.staging`). Sent after the setpoints' repetition."""
-        import uavcan.time
-
-        if math.isfinite(self.at_s) and self._now() - self.at_s <= window_s:
-            await self.pub.publish(uavcan.time.SynchronizedTimestamp_1_0(microsecond=round(self.at_s * 1e6)))
+        if self._msg is not None and self._now() - self.at_s <= window_s:
+            await self.pub.publish(self._msg)

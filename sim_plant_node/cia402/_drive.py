@@ -32,7 +32,19 @@ _logger = logging.getLogger(__name__)
 NAN = math.nan
 
 MAX_LATCH_AGE_S = 0.1
-"""Oldest physics step carried forward to a SYNC's instant (older: a stall; the step is reported as it is)."""
+"""Longest a physics step is carried forward to a SYNC's instant (a stall beyond it: the position stays there)."""
+
+
+
+def latch(s: _plant.Sample, now: float) -> _plant.Sample:
+    """``s`` (the latest physics step) carried forward by its velocity to ``now``, by at most
+    :data:`MAX_LATCH_AGE_S`: ≤ 1 ms normally, longer when the host lags; past the bound (a stall) it stays there, so
+    successive latches of one step never go back (a drive's encoder does not run backwards)."""
+    age = min(now - s.monotonic, MAX_LATCH_AGE_S)
+    if not age > 0.0:
+        return s
+    return dataclasses.replace(s, monotonic=s.monotonic + age, position=s.position + s.velocity * age)
+
 
 EmcyCallback = Callable[[int, int], None]
 """(error code, error register): send an EMCY (code 0 = error reset)."""
@@ -284,13 +296,8 @@ class Cia402Drive:
             self._update_following_error(now)
 
     def _latched(self, now: float) -> _plant.Sample:
-        """The joint's state at ``now`` (the SYNC's instant, as a drive latches its encoder): the latest physics
-        step carried forward by its velocity over the step's age (≤ 1 ms normally, longer when the host lags)."""
-        s = self._plant.sample()
-        age = now - s.monotonic
-        if not 0.0 < age <= MAX_LATCH_AGE_S:
-            return s
-        return dataclasses.replace(s, monotonic=now, position=s.position + s.velocity * age)
+        """The joint's state at ``now`` (the SYNC's instant, as a drive latches its encoder)."""
+        return latch(self._plant.sample(), now)
 
     def supervise(self, now: float | None = None) -> None:
         """Ramps that ended, a fault reset held long enough, the injected fault's time: called often (≥ 50 Hz)

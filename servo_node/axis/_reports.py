@@ -103,6 +103,7 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
             **({"stop": _g(s.stop_planned_s, s.stop_took_s, s.stop_bound_s, digits=other)}
                if math.isfinite(s.stop_bound_s) else {}),  # Absent before the first stop.
             "limited": s.limited,
+            **({"wait": _g(s.drive_waited_s, digits=3)[0]} if s.drive_waited_s > 0.0 else {}),  # For its drive.
             "engaged": s.engaged,
             **({} if s.measured else {"measured": False}),  # meas: the last good values (zeros before any)
             "t": _g(s.time_s)[0],
@@ -116,8 +117,8 @@ def motion_view(s: LoopSample | None, link: LinkStats | None, loop_clock: str) -
         doc = build(7, other)
         if _fits(doc):
             return doc
-    optional = ("t", "limited", "over", "settled", "stop")  # Dropped in this order: the least needed first.
-    for state, other, droppable in ((7, 3, 2), (7, 2, 2), (6, 2, 2), (5, 2, 2), (5, 2, 5), (4, 2, 5), (3, 2, 5)):
+    optional = ("t", "wait", "limited", "over", "settled", "stop")  # Dropped in this order: the least needed first.
+    for state, other, droppable in ((7, 3, 3), (7, 2, 3), (6, 2, 3), (5, 2, 3), (5, 2, 6), (4, 2, 6), (3, 2, 6)):
         doc = build(state, other)  # Positions keep 5 digits longest, the rest go down to 2, then keys go.
         for key in optional[:droppable]:
             if _fits(doc):

@@ -8,7 +8,7 @@ data-flow order:
    drive the link model (:mod:`._link`: sends, measurement age, command delay);
 2. **supervise the drive**: silence beyond the feedback timeout is DRIVE_LOST;
 3. **take the command**: a new setpoint is planned (clipped into the envelope), a stop starts, or the drive is
-   released;
+   released; a motion whose drive does not take commands yet waits for it (:mod:`._drive_wait`);
 4. **supervise the motion**: deadman by reception time, the end of an envelope brake, the following error;
 5. **reference**: the trajectory sampled at ``now`` and one period ahead; a stop ends when the joint is at rest;
 6. **control law**, the command bounded into the envelope (:mod:`._feedback`), and **drive command**;
@@ -27,6 +27,7 @@ from ..drive import _dispatch as drive
 from ..drive._base import DRIVE_SIM
 from . import _layout as L
 from ._clock import monotonic_ns, sleep_until_ns, wait_or_wake
+from ._drive_wait import await_drive
 from ._feedback import bound_command, check_feedback
 from ._law import control_law
 from ._layout import LoopArrays
@@ -58,6 +59,7 @@ def tick(now: float, A: LoopArrays) -> None:
     observe(now, A)
     supervise_drive(now, A)
     take_command(now, A)
+    await_drive(now, dt, A)  # A drive asked to enable and not there yet: the plan waits for it.
     follow_leader(now, A)  # Mimic only: the leader's state and the relation, re-planned each tick.
     supervise_motion(now, A)
     braking = reference(now, A)

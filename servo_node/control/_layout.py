@@ -59,6 +59,9 @@ from ..drive._measurement import (
     M_T as M_T,
 )
 from ..drive._measurement import (
+    M_TAKING as M_TAKING,
+)
+from ..drive._measurement import (
     M_V as M_V,
 )
 from ..drive._measurement import (
@@ -170,7 +173,9 @@ ST_MISSED = 45  # ticks the real clock's thread skipped: due while it was more t
 ST_LATE_MAX = 46  # largest lateness of a tick behind its due time [second] (real clock)
 ST_TRACE_NEXT = 47  # loop time the next trace sample is due [second] (control._trace)
 ST_FB_NF_SEEN = 48  # M_NOT_FINITE already judged (a bus drive's non-finite samples, overwritten ones included)
-N_ST = 49
+ST_DRIVE_WAIT = 49  # 1 while the active plan waits for the drive to take commands (control._drive_wait)
+ST_DRIVE_WAITED = 50  # how long the active motion waited for it [second]
+N_ST = 51
 
 FB_OK = 0.0
 FB_NOT_FINITE = 1.0  # NaN or inf in position, velocity, acceleration or force
@@ -236,7 +241,8 @@ O_CMD_CLIPPED = 46  # drive commands clipped into the envelope (ST_CMD_CLIPPED)
 O_MEASURED = 47  # 1: O_P..O_F are a fresh, trusted measurement; 0: none yet, the drive silent or distrusted
 O_MISSED = 48  # ST_MISSED
 O_LATE_MAX = 49  # ST_LATE_MAX
-N_OUT = 50
+O_DRIVE_WAITED = 50  # ST_DRIVE_WAITED
+N_OUT = 51
 
 # ---- link: the bus drive's link model (control._link); loop-private, read by the node for statistics only
 LK_MEAS_COUNT = 0  # measurements taken into the model

@@ -195,6 +195,8 @@ class LoopSample(NamedTuple):
     """Ticks the thread skipped because it was more than a period late (a host too busy for the loop)."""
     late_max_s: float = 0.0
     """Largest lateness of a tick behind its due time so far [second] (real clock)."""
+    drive_waited_s: float = 0.0
+    """How long the latest motion waited for its drive to take commands (asked to enable) [second]."""
 
     @property
     def stopped(self) -> bool:
@@ -408,6 +410,7 @@ _OUTPUT_OF_FIELD = {
     "predicted_position": L.O_PRED_P, "effect_at_s": L.O_EFFECT_T, "feedback_faults": L.O_FB_FAULTS,
     "feedback_distrusted": L.O_FB_BAD, "feedback_last": L.O_FB_LAST, "commands_clipped": L.O_CMD_CLIPPED,
     "measured": L.O_MEASURED, "missed_ticks": L.O_MISSED, "late_max_s": L.O_LATE_MAX,
+    "drive_waited_s": L.O_DRIVE_WAITED,
 }
 """Where each field of :class:`LoopSample` is in the loop's outputs (``L.O_*``)."""
 _SAMPLE_OUTPUTS = itemgetter(*(_OUTPUT_OF_FIELD[name] for name in LoopSample._fields))

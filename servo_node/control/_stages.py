@@ -288,8 +288,10 @@ def supervise_motion(now: float, A: LoopArrays) -> None:
         plan_motion(now, A, A.ref[0], A.ref[1], 0.0)
         if st[L.ST_MODE] == L.MODE_STOP:
             return
-    if m[L.M_AGE] > cfg[L.K_FE_TIME]:
-        st[L.ST_FE_SINCE] = np.nan  # A measurement that old cannot show a following error (the drive is silent).
+    if m[L.M_AGE] > cfg[L.K_FE_TIME] or st[L.ST_DRIVE_WAIT] != 0.0:
+        # A measurement that old cannot show a following error (the drive is silent); nor can a drive that does not
+        # take commands yet (control._drive_wait).
+        st[L.ST_FE_SINCE] = np.nan
     elif m[L.M_FRESH] == 1.0 and abs(ref_at_measurement(now, A, A.out[L.O_PREF]) - m[L.M_P]) > cfg[L.K_FE_WINDOW]:
         if math.isnan(st[L.ST_FE_SINCE]):
             st[L.ST_FE_SINCE] = now
@@ -434,5 +436,6 @@ def publish(now: float, A: LoopArrays, v_cmd: float, f_cmd: float) -> None:
     out[L.O_MEASURED] = 1.0 if m[L.M_FRESH] == 1.0 and st[L.ST_FB_BAD] == 0.0 else 0.0
     out[L.O_MISSED] = st[L.ST_MISSED]
     out[L.O_LATE_MAX] = st[L.ST_LATE_MAX]
+    out[L.O_DRIVE_WAITED] = st[L.ST_DRIVE_WAITED]
     mimic.publish_into(now, A, st[L.ST_ENGAGED] != 0.0 and st[L.ST_MODE] == L.MODE_MIMIC)
     end_write(out)

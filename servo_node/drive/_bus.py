@@ -69,6 +69,15 @@ class BusDrive(Drive):
         rx[link.RX_SENT_COUNT] += 1.0
         end_write(rx)
 
+    def record_taking(self, taking: bool) -> None:
+        """Whether the drive takes the commands it is sent (False: asked to enable, its state not there yet); the
+        loop's plan waits for it (:mod:`servo_node.control._drive_wait`)."""
+        rx = self._arrays.rx
+        if (rx[link.RX_TAKING] != 0.0) != taking:
+            begin_write(rx)
+            rx[link.RX_TAKING] = 1.0 if taking else 0.0
+            end_write(rx)
+
     def record_measurement(self, p: float, v: float, a: float, f: float, received_at: float, stamp: float) -> None:
         """A measured state, received at ``received_at`` (monotonic) and stamped ``stamp`` by the drive's clock.
         A non-finite one is also counted: the loop judges the latest sample of each tick, and a NaN the drive's next

@@ -1,6 +1,6 @@
 """What every drive backend reports each tick, by name: the ``meas`` array a backend's ``measure`` fills and the
 control loop reads (``control._layout`` re-exports these names as ``L.M_*``). The embedded joint fills the first
-six; a drive on the bus all of them."""
+six and ``M_TAKING``; a drive on the bus all of them."""
 
 M_P = 0
 M_V = 1
@@ -19,4 +19,5 @@ M_SENT_F = 12  # that command's force/torque
 M_SENT_NEXT = 13  # when it plans to send the next one [second, loop clock]
 M_T = 14  # when the drive was in the measured state [second, loop clock] (set by control._link; now if local)
 M_NOT_FINITE = 15  # measurements received with NaN or infinity (a count: one overwritten before a tick still counts)
-N_MEAS = 16
+M_TAKING = 16  # 1 while the drive takes the commands it is sent (0: asked to enable, not enabled yet); 1 if local
+N_MEAS = 17

@@ -32,6 +32,7 @@ from ._measurement import (
     M_SENT_T,
     M_SENT_V,
     M_STAMP,
+    M_TAKING,
     M_V,
 )
 
@@ -49,7 +50,8 @@ RX_SENT_F = 10  # its force/torque (NaN: none)
 RX_SENT_COUNT = 11  # commands sent
 RX_SENT_NEXT = 12  # when the network side plans to send the next one [second, monotonic]
 RX_NOT_FINITE = 13  # measurements received with NaN or infinity in them (each one judged, even if overwritten)
-N_RX = 14
+RX_TAKING = 14  # 1 while the drive takes the commands sent (0: asked to enable, its state not there yet)
+N_RX = 15
 
 TX_SEQ = 0
 TX_ENABLE = 1  # 1 while the loop commands the drive (readiness ENGAGED), else 0 (STANDBY)
@@ -74,6 +76,7 @@ def new_link() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rx[RX_SENT_V] = np.nan
     rx[RX_SENT_F] = np.nan
     rx[RX_SENT_NEXT] = np.nan
+    rx[RX_TAKING] = 1.0  # A backend that cannot tell: taken as taking.
     return rx, tx, np.zeros(N_RX)
 
 
@@ -98,6 +101,7 @@ def measure(d: DriveArrays, now: float, started: float, feedback_timeout: float,
         meas[M_SENT_F] = rx[RX_SENT_F]
         meas[M_SENT_NEXT] = rx[RX_SENT_NEXT]
         meas[M_NOT_FINITE] = rx[RX_NOT_FINITE]
+        meas[M_TAKING] = rx[RX_TAKING]
     count = meas[M_COUNT]
     last = meas[M_RX_T] if count > 0.0 else started
     meas[M_FRESH] = 1.0 if (now - last <= feedback_timeout and count > 0.0) else 0.0

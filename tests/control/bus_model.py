@@ -64,6 +64,10 @@ class Bus:
     feed-forward from consecutive setpoints over the nominal period) instead of sim-plant's Webots P controller."""
     velocity_scale: float = 1.0
     """The drive runs at this times the velocity it is told (a miscalibrated drive: gear ratio, encoder scale)."""
+    enable_delay: float = 0.0
+    """The drive takes commands this long after the first enabled one reached it (ODrive's closed loop, CiA 402's
+    Operation Enabled; inf: never), ignoring them meanwhile; the network side learns its state one measurement
+    delay later and says so in ``rx`` (``RX_TAKING``) as the ODrive and CiA 402 backends do."""
     true_errors: list[float] = field(default_factory=list)
     """|p_ref(t) − p(t)| of every tick with both at the same instant (the ground truth)."""
     positions: list[float] = field(default_factory=list)
@@ -79,6 +83,7 @@ class Bus:
         self._next_publish = self.loop.now() + 0.0007
         self._tx = np.empty(link.N_TX)
         self._local: tuple[float, float, float] | None = None  # (arrival, position, feed-forward velocity)
+        self._enabled_at = math.inf  # When the drive takes commands (enable_delay after the first enabled one).
 
     def _late(self, base: float, last: float) -> float:
         return max(base + self._rng.uniform(0.0, self.jitter), last)
@@ -95,12 +100,15 @@ class Bus:
                 p = math.nan
                 if self.position_source is not None:
                     p, v = self.position_source(t)
-                if on:
-                    begin_write(rx)
+                # The state the drive reported (a drive that enables at once is taken as taking, as UDRAL's).
+                taking = not on or self.enable_delay == 0.0 or t - self.measure_delay >= self._enabled_at
+                begin_write(rx)
+                rx[link.RX_TAKING] = 1.0 if taking else 0.0
+                if on and taking:
                     rx[link.RX_SENT_T], rx[link.RX_SENT_V], rx[link.RX_SENT_F] = t, v, f
                     rx[link.RX_SENT_NEXT] = self._next_send
                     rx[link.RX_SENT_COUNT] += 1.0
-                    end_write(rx)
+                end_write(rx)
                 at = self._last_cmd_arrival = self._late(t + self.command_delay, self._last_cmd_arrival)
                 self._n += 1
                 heapq.heappush(self._to_drive, (at, self._n, p, v, f, on))
@@ -140,7 +148,12 @@ class Bus:
         if not on:
             j.set_force(0.0)
             self._mode = Mode.PASSIVE
+            self._enabled_at = math.inf
             return
+        if math.isinf(self._enabled_at):
+            self._enabled_at = t + self.enable_delay  # Asked to enable now; inf + 0 stays never.
+        if t < self._enabled_at:
+            return  # Not enabled yet: what it is told is ignored.
         if self.local_loop_gain > 0.0 and math.isfinite(p):
             prev = self._local
             v_ff = (p - prev[1]) / self.drive_period if prev is not None else 0.0

@@ -7,6 +7,8 @@ is judged by the ground truth: the reference and the joint's position at the sam
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from servo_node.axis._config import loop_config
@@ -167,3 +169,30 @@ def test_a_drive_silent_mid_move_stays_drive_lost_past_the_stop_bound() -> None:
     b.loop.advance(STEP)
     s = b.loop.sample()
     assert s.error is ErrorCode.DRIVE_LOST and s.mode == L.MODE_STOP and tx[link.TX_V] == 0.0
+
+
+def test_a_drive_slow_to_enable_is_waited_for_and_the_move_follows_the_joint() -> None:
+    """A drive that takes commands 0.5 s after it was asked to enable (odrive-can's mock): the plan waits for it
+    (no following error), then moves from where the joint is; the move arrives on its own duration and the wait is
+    reported."""
+    b = bus(enable_delay=0.5)
+    planned, settled, true_error, overshoot = move(b, 2.0)
+    s = b.loop.sample()
+    assert s.error is ErrorCode.NONE and s.engaged
+    assert 0.5 <= s.drive_waited_s <= 0.5 + 0.02  # The enable, plus the delays of the command and of its report.
+    assert settled == pytest.approx(planned, abs=0.05) and abs(b.joint.position - STROKE) < 1e-3
+    assert true_error < 5e-3 and overshoot < 1e-2  # As tracked without the wait (6e-4): the plan ran with the joint.
+
+
+def test_a_drive_that_never_enables_moves_nothing_and_its_stop_still_releases() -> None:
+    """A drive that never takes commands: nothing moves and no following error is made up while the plan waits (the
+    backend's own enable timeout is its drive fault); a stop (the deadman's) still runs and releases the drive."""
+    b = bus(enable_delay=math.inf)
+    b.loop.command(Setpoint(STROKE, 0.0, LIMITS, 100.0), b.loop.now())
+    b.run(3.0)
+    s = b.loop.sample()
+    assert s.error is ErrorCode.NONE and s.engaged and s.drive_waited_s > 2.9
+    assert max(abs(p) for p in b.positions) < 1e-9 and s.ref_position == pytest.approx(0.0, abs=1e-3)
+    b.loop.stop()
+    b.run(1.0)
+    assert not b.loop.sample().engaged

@@ -194,8 +194,9 @@ class Cia402Drive(BusDrive):
                 put(index, value)
         for n in lay.rpdos:
             node.rpdo[n].transmit()
-        if applied:
-            with self._rx_lock:
+        with self._rx_lock:
+            self.record_taking(applied or not engaged)
+            if applied:
                 self.record_send(time.monotonic(), v, f, c.bus.next_cycle_at())
         self._supervise(engaged, state)
 

@@ -227,8 +227,10 @@ class OdriveDrive(BusDrive):
         applied = engaged and (closed or (not self._entered and d.heard_at < self._requested_at + 0.02))
         command, data, v, f = command_frame(self.s, tx, engaged, self._p_turns)
         sent_at = time.monotonic()
-        if self.send(command, data) and applied:
-            with self._rx_lock:
+        sent = self.send(command, data)
+        with self._rx_lock:
+            self.record_taking(applied or not engaged)
+            if sent and applied:
                 self.record_send(sent_at, v, f, next_at)
         d.supervise(now, engaged, closed, self._requested_at, self._entered)
 

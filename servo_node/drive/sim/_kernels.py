@@ -44,7 +44,7 @@ from sim_plant._kernels import (
 
 from ..._jit import tick_jit
 from .._base import DriveArrays
-from .._measurement import M_A, M_AGE, M_F, M_FRESH, M_P, M_V
+from .._measurement import M_A, M_AGE, M_F, M_FRESH, M_P, M_TAKING, M_V
 
 WATCHDOG_S = 0.05
 """The embedded drive holds a command for at least this long [second] (or :data:`WATCHDOG_PERIODS` loop periods)."""
@@ -81,6 +81,7 @@ def measure(d: DriveArrays, dt: float, period: float, meas: np.ndarray) -> None:
         meas[M_F] = s[0, S_MOTOR_FORCE_FEEDBACK]
     meas[M_FRESH] = 1.0
     meas[M_AGE] = 0.0
+    meas[M_TAKING] = 1.0
 
 
 @tick_jit

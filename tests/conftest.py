@@ -26,6 +26,7 @@ BUS_SCENARIOS = (
     "tests/mimic/test_processes.py",
     "tests/console/test_server.py",
     "tests/odrive/test_system.py",
+    "tests/odrive/test_their_mock.py",
     "tests/sim_plant_node/test_cia402_process_fault.py",
     "tests/multihost/",
 )

@@ -139,20 +139,20 @@ class Rig:
 
 
 def servo_env(bus_iface: str, mode: str = "velocity", node_id: int = DRIVE_ID, **extra: str) -> dict[str, str]:
-    return base_env(
-        UAVCAN__NODE__ID=str(NODE),
-        UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
-        SERVO__DRIVE__BACKEND="odrive",
-        SERVO__DRIVE__MODE=mode,
-        SERVO__DRIVE__CAN__IFACE=bus_iface,
-        SERVO__DRIVE__ODRIVE__NODE_ID=str(node_id),
-        SERVO__PROFILE__VELOCITY="-10 10",
-        SERVO__PROFILE__ACCELERATION="-50 50",
-        SERVO__PROFILE__JERK="500",
+    return base_env(**{
+        "UAVCAN__NODE__ID": str(NODE),
+        "UAVCAN__SUB__SETPOINT_SERVO__ID": str(SETPOINT),
+        "SERVO__DRIVE__BACKEND": "odrive",
+        "SERVO__DRIVE__MODE": mode,
+        "SERVO__DRIVE__CAN__IFACE": bus_iface,
+        "SERVO__DRIVE__ODRIVE__NODE_ID": str(node_id),
+        "SERVO__PROFILE__VELOCITY": "-10 10",
+        "SERVO__PROFILE__ACCELERATION": "-50 50",
+        "SERVO__PROFILE__JERK": "500",
         # Torque: critically damped at ω = 40 rad/s (K_p = J·ω², K_d = 2·J·ω, J = 1), as for CiA 402 CST.
         **({"SERVO__CONTROL__TORQUE_GAINS": "1600 80"} if mode == "torque" else {}),
-        **extra,
-    )
+        **extra,  # The test's registers over these.
+    })
 
 
 def endpoints_file() -> str:

@@ -128,6 +128,27 @@ class Rig:
         m = self.motion()
         return m if isinstance(m["settled"], float) and abs(m["meas"][0] - target) < 0.01 else None
 
+    def move_then_idle(self, what: str) -> tuple[dict[str, Any], list[tuple[str, float]]]:
+        """0 → TARGET under setpoints until it settles (the drive in closed loop then, as the DBC reads its
+        heartbeat), then the deadman's stop until the drive reports IDLE: (``sys.motion`` at the arrival, the
+        (drive state, measured velocity) pairs seen until IDLE)."""
+        listener = Listener(self.iface)
+        seen: list[tuple[str, float]] = []
+        try:
+            with self.publishing(TARGET):
+                m = wait_for(lambda: self.settled(), timeout=60, what=what)
+                assert listener.state() == "CLOSED_LOOP_CONTROL"
+
+            def idle() -> bool:
+                state, v = listener.state(), self.motion()["meas"][1]
+                seen.append((state, v))
+                return state == "IDLE"
+
+            wait_for(idle, timeout=30, interval=0.02, what="IDLE after the deadman stop")
+        finally:
+            listener.close()
+        return m, seen
+
     def up(self, what: str = "the drive brought up") -> None:
         """Until the servo heard the drive at rest in IDLE, standing by; then both run under SCHED_FIFO where
         permitted (as deployed)."""

@@ -23,21 +23,7 @@ def test_move_tracks_then_the_deadman_stop_rests_before_idle(mode: str, tmp_path
     to IDLE (never seen out of closed loop while moving)."""
     with rig(tmp_path, mode) as r:
         r.up()
-        listener = Listener(r.iface)
-        try:
-            with r.publishing(TARGET):
-                m = wait_for(lambda: r.settled(), timeout=60, what=f"arrival in {mode}")
-                assert listener.state() == "CLOSED_LOOP_CONTROL"
-            seen: list[tuple[str, float]] = []
-
-            def idle() -> bool:
-                state, v = listener.state(), r.motion()["meas"][1]
-                seen.append((state, v))
-                return state == "IDLE"
-
-            wait_for(idle, timeout=30, interval=0.02, what="IDLE after the deadman stop")
-        finally:
-            listener.close()
+        m, seen = r.move_then_idle(f"arrival in {mode}")
         age_p50, age_max, delay_p50, delay_max = m["link"]
         print(f"odrive {mode}: plan {m['plan']['T']} s, settled after {m['settled']} s, track_max "
               f"{m['track_max']:.2e}, over {m['over']:.1e}; measurement age p50 {age_p50} ms max {age_max} ms, "

@@ -13,8 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.odrive.rig import DRIVE_ID, TARGET, Listener, rig
-from tests.procs import wait_for
+from tests.odrive.rig import DRIVE_ID, TARGET, rig
 
 MOCK = [sys.executable, "-m", "tests.odrive.odrive_can_mock", str(DRIVE_ID)]
 GENTLE = {
@@ -30,21 +29,7 @@ def test_their_mock_moves_0_to_3_after_the_wait_for_closed_loop_and_stops_at_res
         r.up()
         d = r.drive()
         assert d["fw"] == "0.0.0" and d["watchdog"] == "user's", d  # Its Get_Version: zeros; no watchdog set.
-        listener = Listener(r.iface)
-        try:
-            with r.publishing(TARGET):
-                m = wait_for(lambda: r.settled(), timeout=60, what="arrival")
-                assert listener.state() == "CLOSED_LOOP_CONTROL"
-            seen: list[tuple[str, float]] = []
-
-            def idle() -> bool:
-                state, v = listener.state(), r.motion()["meas"][1]
-                seen.append((state, v))
-                return state == "IDLE"
-
-            wait_for(idle, timeout=30, interval=0.02, what="IDLE after the deadman stop")
-        finally:
-            listener.close()
+        m, seen = r.move_then_idle("arrival")
         print(f"odrive-can mock: plan {m['plan']['T']} s, waited {m.get('wait')} s for closed loop, settled after "
               f"{m['settled']} s, track_max {m['track_max']:.2e}")
         assert m.get("wait", 0.0) > 0.2, m  # Its 0.5 s in Set_Axis_State (less what the heartbeat hid), waited for.

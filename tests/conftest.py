@@ -165,6 +165,9 @@ def _await_warm_up(item: pytest.Item) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    # When and where each test started, in the JUnit XML beside its time (``make test``: .venv/pytest.xml): the
+    # suite's wall time is its longest stream's, and which one that is shows only on a timeline.
+    item.user_properties += [("started", f"{time.time():.2f}"), ("worker", os.environ.get("PYTEST_XDIST_WORKER", ""))]
     _await_warm_up(item)
     # Only timing verdicts need real-time processes: the scenario's nodes (procs.realtime), and the test's own
     # process with what it starts (procs.scenario_realtime). Everything else runs as the user's other work does.

@@ -16,7 +16,8 @@ it (a burst of separate publications, ~0.5 ms apart) or of the start frame itsel
   two are handled in: they travel on different subjects and are handled by different tasks, so a start handled
   before the setpoint that was received just before it waits for it (even past its instant: a busy node's event
   loop reads both late, and the plan then starts late, never earlier than its previous tick); if none comes it
-  lapses (refused, once the deadman has passed after its instant).
+  lapses (refused, once the deadman has passed after its instant). Each sender's start waits on its own (up to
+  :data:`MAX_PENDING` senders): a stranger's start never displaces the coordinator's.
 - The same setpoint as the active one keeps it alive, as without staging, dated no earlier than a start still
   pending (a repeat must not start it early); it also completes a start that waited for it: an axis a coordinated
   move holds at its target gets its setpoint again and the start, which then has nothing to start (no refusal).
@@ -37,6 +38,9 @@ from .setpoint import Setpoint
 
 MAX_LEAD_S = 1.0
 """A start at most this far ahead is accepted (farther: a wrong clock, refused rather than waited for)."""
+
+MAX_PENDING = 8
+"""Starts from this many senders at most wait for their setpoints at once (a flood of senders: the oldest goes)."""
 
 REORDER_S = 0.05
 """How much later than its start a setpoint may be stamped and still count as received before it. The two travel
@@ -75,18 +79,19 @@ class Staging:
         self._staged_first = -math.inf  # The first reception of the staged setpoint (its repeats keep it).
         self._start_at = -math.inf  # The instant of the last start obeyed, and its sender.
         self._started_by: int | None = None
-        self._pending: _Pending | None = None
+        self._pending: dict[int, _Pending] = {}  # Sender → its start waiting for its setpoint.
 
     def offer(self, sp: Setpoint, at_s: float, active: Setpoint | None, source: int | None) -> Start | float | None:
         """A valid, armed setpoint from ``source`` received at ``at_s``: the time to apply it at, the start it
         completes (one from the same node, received after it but handled first), or None if it is staged."""
-        p = self._pending
+        p = self._pending.get(source) if source is not None else None
         if sp == active:
-            if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
-                self._pending = None  # Its start has nothing to start: this axis holds its target (not a refusal).
+            if p is not None and at_s <= p.received_at_s + REORDER_S:
+                del self._pending[p.source]  # Its start has nothing to start: this axis holds its target.
             return max(at_s, self._start_at)
-        if p is not None and source == p.source and at_s <= p.received_at_s + REORDER_S:
-            self.staged, self._start_at, self._started_by, self._pending = None, p.at_s, p.source, None
+        if p is not None and at_s <= p.received_at_s + REORDER_S:
+            del self._pending[p.source]
+            self.staged, self._start_at, self._started_by = None, p.at_s, p.source
             return Start(sp, p.at_s, at_s)
         if sp != self.staged or source != self._staged_by:
             self._staged_first = at_s  # A repeat keeps its first reception: the one a start must come after.
@@ -112,16 +117,21 @@ class Staging:
         if sp is not None and source != self._staged_by:
             return f"start from node {source}: the staged setpoint is node {self._staged_by}'s"
         if sp is None:  # Its setpoint not handled yet (it may be, late: its instant may have passed already).
-            self._pending = _Pending(at_s, now_s, source)
+            self._pending.pop(source, None)  # Its latest start waits (and goes last among the senders').
+            if len(self._pending) >= MAX_PENDING:
+                del self._pending[next(iter(self._pending))]
+            self._pending[source] = _Pending(at_s, now_s, source)
             return None
-        self.staged, self._pending = None, None
+        self.staged = None
+        self._pending.pop(source, None)
         self._start_at, self._started_by = at_s, source
         return Start(sp, at_s, self._staged_at)
 
     def lapsed(self, now_s: float) -> str | None:
-        """Why a start that waited for its setpoint lapsed (once, a deadman after its instant), or None."""
-        p = self._pending
-        if p is None or now_s - p.at_s <= self.deadman_s:
-            return None
-        self._pending = None
-        return f"no setpoint from node {p.source} received before its start"
+        """Why a start that waited for its setpoint lapsed (once, a deadman after its instant), or None; one per
+        call (the supervision calls it every period)."""
+        for p in self._pending.values():
+            if now_s - p.at_s > self.deadman_s:
+                del self._pending[p.source]
+                return f"no setpoint from node {p.source} received before its start"
+        return None

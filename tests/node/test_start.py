@@ -11,7 +11,7 @@ import uavcan.time
 
 from servo_node.node import ServoNode
 from servo_node.setpoint import ProfileLimits, Setpoint
-from servo_node.staging import MAX_LEAD_S, REORDER_S, Staging
+from servo_node.staging import MAX_LEAD_S, MAX_PENDING, REORDER_S, Staging, Start
 from tests.node.test_shell import DEADMAN_S, Client, servo_env, until
 
 START = 28
@@ -114,6 +114,26 @@ def test_a_start_is_obeyed_only_from_the_setpoints_publisher_and_only_after_it()
     started = s.start(1.25, 1.2, COORD)
     assert not isinstance(started, str) and started is not None and started.setpoint == _sp(1.0)
     assert s.start(1.4, 1.3, STRANGER) is None and s.offer(_sp(2.0), 1.29, _sp(1.0), COORD) is None  # Not his.
+
+
+def test_a_strangers_waiting_start_does_not_displace_the_coordinators() -> None:
+    """Both starts overtook their setpoints: the coordinator's setpoint still finds its own start (not delayed to a
+    repetition), and the stranger's, whose setpoint never comes, lapses with its own reason. A flood of senders
+    keeps at most MAX_PENDING waiting, the oldest dropped."""
+    s = Staging(DEADMAN_S)
+    assert s.start(1.05, 1.001, COORD) is None and s.start(1.06, 1.002, STRANGER) is None
+    started = s.offer(_sp(1.0), 1.0, None, COORD)
+    assert isinstance(started, Start) and started.at_s == 1.05 and started.setpoint == _sp(1.0)
+    assert s.lapsed(1.05 + DEADMAN_S + 0.005) is None
+    assert s.lapsed(1.06 + DEADMAN_S + 0.01) == f"no setpoint from node {STRANGER} received before its start"
+    assert s.lapsed(1.06 + DEADMAN_S + 0.02) is None
+    flood = Staging(DEADMAN_S)
+    for k, node in enumerate([COORD, *range(100, 100 + MAX_PENDING)]):
+        assert flood.start(2.0 + k * 1e-3, 2.0, node) is None
+    assert flood.offer(_sp(2.0), 1.999, None, COORD) is None  # Its start was the oldest of MAX_PENDING + 1.
+    late = [flood.lapsed(2.1 + DEADMAN_S) for _ in range(MAX_PENDING + 1)]
+    assert late[:-1] == [f"no setpoint from node {n} received before its start" for n in range(100, 100 + MAX_PENDING)]
+    assert late[-1] is None
 
 
 @pytest.fixture()

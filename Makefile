@@ -5,8 +5,8 @@ BIN    := $(VENV)/bin
 PACKAGES := $(VENV)/.packages
 PHASE  := bash .ci/phase
 # pytest-xdist workers: 4 on 2 cores, one of them running the timing scenarios one at a time (tests/conftest.py
-# BUS_SCENARIOS and LIGHT_BUS_SCENARIOS, real-time where permitted), one the packaging tests,
-# and all then the tests that only compute and the other scenarios (LATE_BUS_SCENARIOS; the groups are handed out in
+# BUS_SCENARIOS and LIGHT_BUS_SCENARIOS, real-time where permitted), the others the tests that only compute, the other
+# scenarios (LATE_BUS_SCENARIOS) and the packaging tests once the warm-up is done (the groups are handed out in
 # the collection's order, hence --no-loadscope-reorder); each worker runs on a network namespace of its own
 # (tests/isolation.py), which needs root: serial otherwise.
 WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 4 || echo 0)

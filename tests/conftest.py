@@ -122,18 +122,20 @@ def _needs_loop_kernels(item: pytest.Item) -> bool:
 
 def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
-    ``bus`` group (the longest stream), the packaging tests (the longest computing part),
-    then the computing tests without the control loop's kernels, the ``bus-late`` group and the computing tests
-    with those kernels, to whichever worker is free: the ``bus-late`` group, a stream of its own, starts about when the
-    warm-up is done (it would wait for it anyway) rather than last. Within each group, the tests without the control
-    loop's kernels first (they need not wait for the warm-up to compile them: :func:`_await_warm_up`)."""
+    ``bus`` group (the longest stream), then the computing tests without the control loop's kernels, the ``bus-late``
+    group, the packaging tests and the computing tests with those kernels, to whichever worker is free: the
+    ``bus-late`` group, a stream of its own, starts about when the warm-up is done (it would wait for it anyway)
+    rather than last; the packaging tests (the longest computing part, most of it numba compiling the kernels again
+    in a new venv) after it, not beside the warm-up, whose compilation the ``bus`` stream waits for. Within each
+    group, the tests without the control loop's kernels first (they need not wait for the warm-up to compile them:
+    :func:`_await_warm_up`)."""
     kernels = _needs_loop_kernels(item)
     stream = _stream(item)
     if stream is not None:
         return {"bus": 0, "bus-late": 4}[stream], kernels
     if item.nodeid.startswith("tests/packaging/"):
-        return 2, kernels
-    return (5 if kernels else 3), kernels
+        return 5, kernels
+    return (6 if kernels else 3), kernels
 
 
 WARM_UP_STATUS = "SERVO_WARMUP_STATUS"

@@ -186,12 +186,14 @@ def endpoints_file() -> str:
 @contextmanager
 def rig(tmp: Path, mode: str = "velocity", plant: dict[str, str] | None = None, servo: dict[str, str] | None = None,
         plant_cmd: list[str] | None = None, node_id: int = DRIVE_ID) -> Iterator[Rig]:
-    """Our emulated ODrive (or ``plant_cmd``) and a servo node commanding node ``node_id`` in ``mode``."""
+    """Our emulated ODrive (or ``plant_cmd``) and a servo node commanding node ``node_id`` in ``mode``; their output
+    in ``tmp`` (drive.log, servo.log)."""
     bus_iface = iface()
     env = servo_env(bus_iface, mode, node_id, **(servo or {}))
     cmd = plant_cmd or [*SIM_PLANT, "--registry", ":memory:", "--odrive", str(DRIVE_ID), "--can", bus_iface]
-    with popen([*cmd, *(["--can", bus_iface] if plant_cmd else [])], base_env(**(plant or {}))) as plant_proc:
-        with servo_node(env, tmp / "servo.db", NODE) as servo_proc:
+    with popen([*cmd, *(["--can", bus_iface] if plant_cmd else [])], base_env(**(plant or {})),
+               log=tmp / "drive.log") as plant_proc:
+        with servo_node(env, tmp / "servo.db", NODE, log=tmp / "servo.log") as servo_proc:
             reader = RegisterClient(env, NODE, CLIENT + 1)
             r = Rig(bus_iface, env, reader)
             r.servo_proc, r.plant_proc = servo_proc, plant_proc

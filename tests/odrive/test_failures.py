@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import signal
 from pathlib import Path
+from typing import Any
 
 import can
 
@@ -56,7 +57,16 @@ def test_nan_estimates_are_distrusted(tmp_path: Path) -> None:
         stranger = Listener(r.iface)
         try:
             _frame(stranger, cs.GET_ENCODER_ESTIMATES, cs.pack_floats(math.nan, math.nan))
-            s = wait_for(lambda: (s := r.servo())["error"] == 8 and s, timeout=30, what="the NaN distrusted")
+            seen: list[dict[str, Any]] = []
+
+            def distrusted() -> dict[str, Any] | None:
+                seen.append(r.servo())
+                return seen[-1] if seen[-1]["error"] == 8 else None
+
+            try:
+                s = wait_for(distrusted, timeout=30, what="the NaN distrusted")
+            except AssertionError as ex:
+                raise AssertionError(f"{ex}; the last statuses {seen[-3:]}; logs in {tmp_path}") from None
             print(s)
             # The drive stays idle: as its heartbeat says (this listener has heard none yet when it has only just
             # joined: UNKNOWN until the first).

@@ -21,7 +21,7 @@ STOPPED_S = 0.3
 def test_ticks_missed_while_the_host_holds_the_loop_up_are_counted_and_reported(tmp_path: Path) -> None:
     env = base_env(UAVCAN__NODE__ID=str(NODE), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT),
                    SERVO__LOOP_RATE="1000", SERVO__PROFILE__VELOCITY="-1 1")
-    with servo_node(env, tmp_path / "servo.db", NODE) as node, \
+    with servo_node(env, tmp_path / "servo.db", NODE, log=tmp_path / "servo.log") as node, \
             popen([str(BIN / "y"), "sub", "uavcan.diagnostic.record", "--with-metadata"],
                   {**env, "UAVCAN__NODE__ID": "3743"}) as records, \
             popen([str(BIN / "y"), "pub", "-T", "0.05", f"{SETPOINT}:uavcan.primitive.scalar.real32", "100"],
@@ -42,7 +42,11 @@ def test_ticks_missed_while_the_host_holds_the_loop_up_are_counted_and_reported(
                          what="missed ticks in sys.timing")
         # On a busy host the hold-up (and the publisher's own) may outlast the 0.5 s deadman: the node then brakes
         # first. What counts is that the motion resumes.
-        wait_for(moving, timeout=30, what="the motion going on after the hold-up")
+        try:
+            wait_for(moving, timeout=30, what="the motion going on after the hold-up")
+        except AssertionError as ex:
+            status = read_register(NODE, "sys.status", env)
+            raise AssertionError(f"{ex}; sys.status {status}; the node's output in {tmp_path}") from None
         time.sleep(1.0)  # The record out and read by yakut.
         out = stop(records)
     print(before, after, sep="\n")

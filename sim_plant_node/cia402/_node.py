@@ -286,7 +286,8 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
             self._last_sync = time.monotonic()
             if self.operational:
                 for n in sorted(self._pending):
-                    self._apply_rpdo(self.rpdo.map[n])
+                    if self.rpdo.map[n].enabled:  # Disabled since it came (its COB-ID's bit 31): not applied.
+                        self._apply_rpdo(self.rpdo.map[n])
             self._pending.clear()
             self.drive.cycle()
             self.drive.supervise()

@@ -137,8 +137,12 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
             self.network.unsubscribe(cob_id, callback)
 
     def _reload(self, m: PdoMap) -> None:
-        """Re-read one PDO's configuration from the dictionary (canopen subscribes it if enabled)."""
+        """Re-read one PDO's configuration from the dictionary (canopen subscribes it if enabled). An RPDO waiting
+        for its SYNC is dropped: its data belonged to the old configuration, and the re-read map's is zeros (as a
+        controlword, Disable Voltage)."""
         self._unsubscribe(m.cob_id if m.enabled else None, m.on_message)
+        if m.pdo_node is self.rpdo:
+            self._pending.discard(self._number(m))
         m.read()
         if m.pdo_node is self.tpdo:  # A TPDO is ours to send, not to receive.
             self._unsubscribe(m.cob_id if m.enabled else None, m.on_message)
@@ -286,8 +290,7 @@ class DriveNode(canopen.LocalNode):  # type: ignore[misc]
             self._last_sync = time.monotonic()
             if self.operational:
                 for n in sorted(self._pending):
-                    if self.rpdo.map[n].enabled:  # Disabled since it came (its COB-ID's bit 31): not applied.
-                        self._apply_rpdo(self.rpdo.map[n])
+                    self._apply_rpdo(self.rpdo.map[n])
             self._pending.clear()
             self.drive.cycle()
             self.drive.supervise()

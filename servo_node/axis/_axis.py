@@ -340,7 +340,10 @@ class Axis:
     def rearm(self) -> Future[bool] | None:
         """Reset a drive fault (the user's explicit command): a future that holds whether the drive is ready again
         under our control (:meth:`~servo_node.drive.Drive.rearm`); None if this axis's drive has nothing to re-arm."""
-        return self._s.drive.rearm() if self._s.drive is not None else None
+        if self._s.drive is None:
+            return None
+        self._supervision.rearm()
+        return self._s.drive.rearm()
 
     def home(self) -> bool:
         """Home the drive (the user's explicit command), only while the loop does not command it."""

@@ -82,6 +82,8 @@ class Supervision:
         self._drive_fault: tuple[ErrorCode, str] | None = None
         self._rearm_count = state.registers.real("servo.drive.rearm")
         self._rearm_check_at = 0.0
+        self._rearmed = False
+        """The user re-armed during the current drive fault (then its clearing is their acknowledgement)."""
         self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
         self._dynamics_period = math.inf
         self._traced_loop: ControlLoop | None = None
@@ -120,7 +122,7 @@ class Supervision:
                 st.diag.report(f"{st.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
         self._report_missed_ticks(s)
-        drive_fault = self._supervise_drive()
+        drive_fault = self._supervise_drive(s)
         if drive_fault is not None:
             pass  # The drive's own report holds the error until a re-arm.
         elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
@@ -186,9 +188,14 @@ class Supervision:
             for note in notes:
                 st.diag.report(note)
 
-    def _supervise_drive(self) -> tuple[ErrorCode, str] | None:
+    def rearm(self) -> None:
+        """The user re-armed the drive (the command or ``servo.drive.rearm``): its fault clearing ends in STANDBY."""
+        self._rearmed = True
+
+    def _supervise_drive(self, s: LoopSample) -> tuple[ErrorCode, str] | None:
         """The drive's own reports: its warnings to the diagnostics; its fault (code and text) as the axis's error
-        (once per fault), cleared only by an explicit re-arm (:meth:`~servo_node.axis.Axis.rearm`)."""
+        (once per fault), until a re-arm or the drive answering again; then STANDBY, or the loop's feedback fault
+        that came meanwhile (under the drive's fault in ``sys.status``) when the drive came back by itself."""
         st = self._s
         drive = st.drive
         if drive is None:
@@ -201,6 +208,7 @@ class Supervision:
             count = st.registers.real("servo.drive.rearm")
             if count != self._rearm_count:  # The user wrote servo.drive.rearm: the same as the re-arm command.
                 self._rearm_count = count
+                self.rearm()
                 drive.rearm()
         if fault is not None and (fault != self._drive_fault or st.gate.error_code is not fault[0]):
             # Also when an error of the loop took its place: a drive that never answered (a failed bring-up) is
@@ -209,8 +217,15 @@ class Supervision:
             if fault != self._drive_fault:
                 st.diag.report(f"{st.names.label}servo error: {fault[1]}")
         elif fault is None and self._drive_fault is not None and st.gate.error_code is self._drive_fault[0]:
-            st.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
-            st.diag.report(f"{st.names.label}drive fault cleared", Severity.INFO)
+            if s.error.feedback and not self._rearmed:
+                st.gate.on_error(f"{s.error.text} (while the drive was lost; it answers now)", s.error)
+                st.diag.report(f"{st.names.label}drive fault cleared; its feedback was distrusted meanwhile: "
+                               f"{s.error.text}", Severity.INFO)
+            else:
+                st.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
+                st.diag.report(f"{st.names.label}drive fault cleared", Severity.INFO)
+        if fault is None:
+            self._rearmed = False
         self._drive_fault = fault
         return fault
 

@@ -28,6 +28,11 @@ def _frame(listener: Listener, command: int, data: bytes = b"", rtr: bool = Fals
                                   is_remote_frame=rtr, dlc=8 if rtr else len(data), is_extended_id=False))
 
 
+def _fb_faults(r: Any) -> int:
+    """The loop's feedback faults so far (``sys.events``)."""
+    return int(r.reader.json("sys.events")["fb_faults"])
+
+
 def test_undecodable_frames_and_requests_are_counted_and_a_strangers_command_is_a_fault(
     tmp_path: Path,
 ) -> None:
@@ -90,3 +95,24 @@ continued: heard again, the servo stands by."""
             r.plant_proc.send_signal(signal.SIGCONT)
         s = wait_for(lambda: (s := r.servo())["state"] == "standby" and s, timeout=30, what="the drive heard again")
         assert "reports again" in s["reason"] or "the drive is back" in s["reason"], s
+
+
+def test_a_nan_while_the_drive_is_silent_is_shown_when_it_answers_again(tmp_path: Path) -> None:
+    """A NaN estimate while the drive is held for lost (SIGSTOP, error 3): ``sys.status`` keeps the drive's fault
+    while it lasts; heard again, the axis shows the loop's error 8, not STANDBY (ci56: it went unseen)."""
+    with rig(tmp_path) as r:
+        r.up()
+        stranger = Listener(r.iface)
+        r.plant_proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: r.servo()["error"] == 3, timeout=30, what="drive lost")
+            faults = _fb_faults(r)
+            _frame(stranger, cs.GET_ENCODER_ESTIMATES, cs.pack_floats(math.nan, math.nan))
+            wait_for(lambda: _fb_faults(r) > faults, timeout=30, what="the NaN distrusted (sys.events)")
+            assert r.servo()["error"] == 3  # The drive's fault stays on top while it lasts.
+        finally:
+            r.plant_proc.send_signal(signal.SIGCONT)
+            stranger.close()
+        s = wait_for(lambda: ((s := r.servo())["error"] != 3 or s["state"] != "error") and s, timeout=30,
+                     what="the drive heard again")
+        assert s["error"] == 8 and s["state"] == "error", s

@@ -32,6 +32,9 @@ function el(tag, attrs, ...kids) {
 }
 function fmt(x) { return typeof x === "number" ? (Math.abs(x) >= 1e4 || (x !== 0 && Math.abs(x) < 1e-3) ? x.toExponential(3) : +x.toPrecision(6)) : x; }
 
+// An axis label: short enough for the axis's 60 px (fmt's 2.500e-5 was cut to .000e-5).
+function tick(x) { return x === 0 ? "0" : Math.abs(x) >= 1e4 || Math.abs(x) < 1e-3 ? x.toExponential(1) : +x.toPrecision(4); }
+
 async function api(method, path, body) {
   const res = await fetch(path, {
     method, headers: { "X-Console-Token": TOKEN, "Content-Type": "application/json" },
@@ -302,7 +305,7 @@ function buildCharts() {
     box.append(div);
     const opts = { title: spec.title, width, height: 220, series,
       scales: { x: { time: true } }, cursor: { drag: { x: true, y: false } },
-      axes: [{}, { size: 60, values: (_u, splits) => splits.map((v) => fmt(v)) }],
+      axes: [{}, { size: 60, values: (_u, splits) => splits.map(tick) }],
       hooks: { setSelect: [() => { state.paused = true; $("pause").textContent = "resume"; }] } };
     const plot = new uPlot(opts, [[]].concat(cols.map(() => [])), div);
     state.charts.push({ plot, cols });

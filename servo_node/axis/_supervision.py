@@ -82,8 +82,8 @@ class Supervision:
         self._drive_fault: tuple[ErrorCode, str] | None = None
         self._rearm_count = state.registers.real("servo.drive.rearm")
         self._rearm_check_at = 0.0
-        self._rearmed = False
-        """The user re-armed during the current drive fault (then its clearing is their acknowledgement)."""
+        self._feedback_fault: ErrorCode | None = None
+        """The loop's latest feedback fault that no setpoint has ended yet (a silent drive's error may cover it)."""
         self._next_supervise = self._next_status = self._next_dynamics = math.inf  # supervise_due: from start.
         self._dynamics_period = math.inf
         self._traced_loop: ControlLoop | None = None
@@ -116,25 +116,28 @@ class Supervision:
                 code = s.error
                 if code in FAILS_AGAIN:
                     st.failed_setpoint = st.setpoint
+                if code.feedback:
+                    self._feedback_fault = code
                 if code is ErrorCode.STOP_TIMEOUT and st.drive is not None:
                     st.drive.escalate(code.text)  # Its other channels (CiA 402: SDO, NMT); it reports the outcome.
                 gate.on_error(code.text, code)
                 st.diag.report(f"{st.names.label}servo error: {code.text}")
                 # The loop stops on its own faults (and keeps a silent drive braking); nothing to command here.
         self._report_missed_ticks(s)
-        drive_fault = self._supervise_drive(s)
+        drive_fault = self._supervise_drive()
         if drive_fault is not None:
             pass  # The drive's own report holds the error until a re-arm.
         elif gate.error_code is ErrorCode.DRIVE_LOST and s.error is ErrorCode.NONE:
             if gate.update(now) is ServoState.ERROR:
-                gate.on_recovered("the drive reports again; waiting for a setpoint")
-                st.diag.report(f"{st.names.label}drive feedback restored", Severity.INFO)
+                self._drive_back("the drive reports again; waiting for a setpoint", "drive feedback restored")
         if st.follower is not None:
             st.follower.supervise(now)
         self._report_peers()
         if st.staging is not None and (lapsed := st.staging.lapsed(now)) is not None:
             self._path.refuse_start(lapsed)
         state = gate.update(now)
+        if state is ServoState.ENGAGED:
+            self._feedback_fault = None
         following = s.engaged and s.mode == L.MODE_MIMIC
         if state is not ServoState.ENGAGED and self._state is ServoState.ENGAGED:
             if state is ServoState.EXPIRED and following:
@@ -190,12 +193,23 @@ class Supervision:
 
     def rearm(self) -> None:
         """The user re-armed the drive (the command or ``servo.drive.rearm``): its fault clearing ends in STANDBY."""
-        self._rearmed = True
+        self._feedback_fault = None
 
-    def _supervise_drive(self, s: LoopSample) -> tuple[ErrorCode, str] | None:
+    def _drive_back(self, recovered: str, restored: str) -> None:
+        """The drive answers again: STANDBY (``recovered``), or the loop's feedback fault that came before or during
+        the silence and that no setpoint or re-arm has ended (the silence's error covered it in ``sys.status``)."""
+        st = self._s
+        pending = self._feedback_fault
+        if pending is not None:
+            st.gate.on_error(f"{pending.text} (before the drive answered again)", pending)
+            st.diag.report(f"{st.names.label}{restored}; its feedback fault stands: {pending.text}", Severity.INFO)
+        else:
+            st.gate.on_recovered(recovered)
+            st.diag.report(f"{st.names.label}{restored}", Severity.INFO)
+
+    def _supervise_drive(self) -> tuple[ErrorCode, str] | None:
         """The drive's own reports: its warnings to the diagnostics; its fault (code and text) as the axis's error
-        (once per fault), until a re-arm or the drive answering again; then STANDBY, or the loop's feedback fault
-        that came meanwhile (under the drive's fault in ``sys.status``) when the drive came back by itself."""
+        (once per fault), until a re-arm or the drive answering again (:meth:`_drive_back`)."""
         st = self._s
         drive = st.drive
         if drive is None:
@@ -217,15 +231,8 @@ class Supervision:
             if fault != self._drive_fault:
                 st.diag.report(f"{st.names.label}servo error: {fault[1]}")
         elif fault is None and self._drive_fault is not None and st.gate.error_code is self._drive_fault[0]:
-            if s.error.feedback and not self._rearmed:
-                st.gate.on_error(f"{s.error.text} (while the drive was lost; it answers now)", s.error)
-                st.diag.report(f"{st.names.label}drive fault cleared; its feedback was distrusted meanwhile: "
-                               f"{s.error.text}", Severity.INFO)
-            else:
-                st.gate.on_recovered("the drive is back (re-armed, or it answers now); waiting for a setpoint")
-                st.diag.report(f"{st.names.label}drive fault cleared", Severity.INFO)
-        if fault is None:
-            self._rearmed = False
+            self._drive_back("the drive is back (re-armed, or it answers now); waiting for a setpoint",
+                             "drive fault cleared")
         self._drive_fault = fault
         return fault
 

@@ -21,7 +21,8 @@ from canopen.objectdictionary import UNSIGNED16, ObjectDictionary, ODVariable
 from canopen.profiles.p402 import BaseNode402
 
 from cyphal_common.transport import open_can_bus
-from sim_plant_node.cia402 import eds_path
+from sim_plant import JointParams
+from sim_plant_node.cia402 import Emulator, eds_path
 from tests.procs import start, stop
 
 COUNTS = 10000.0
@@ -50,6 +51,20 @@ def emulator_process(
     text = log_path.read_text()
     assert code == 0, f"the emulator exited with {code}:\n{text}"
     assert "Traceback" not in text, text
+
+
+@contextmanager
+def emulator_and_master(iface: str, node_id: int) -> Iterator[tuple[Emulator, Master]]:
+    """An emulated drive in this process (max velocity 100, max force 50) on ``iface``, and a master that has heard
+    it answer; both closed at the end."""
+    emulator = Emulator(JointParams(max_velocity=100.0, max_force=50.0), node_id, iface).start()
+    master = Master(iface, node_id)
+    try:
+        master.wait_for_drive()
+        yield emulator, master
+    finally:
+        master.close()
+        emulator.close()
 
 
 def _heartbeat_dictionary(period_ms: int) -> ObjectDictionary:

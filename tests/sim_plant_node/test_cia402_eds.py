@@ -10,11 +10,10 @@ import canopen
 import pytest
 from canopen.objectdictionary import ODVariable
 
-from sim_plant import JointParams
 from sim_plant_node.cia402 import Emulator, eds_path
 from sim_plant_node.cia402 import _objects as ob
 
-from .canopen_master import COUNTS, Master
+from .canopen_master import COUNTS, Master, emulator_and_master
 
 NODE_ID = 31
 IFACE = "virtual:cia402-eds"
@@ -36,15 +35,9 @@ def parsed() -> configparser.ConfigParser:
 @pytest.fixture(scope="module")
 def bench() -> Iterator[tuple[Emulator, Master]]:
     """One emulator (max force 50) and a master in PRE-OPERATIONAL, shared by the module."""
-    emulator = Emulator(JointParams(max_velocity=100.0, max_force=50.0), NODE_ID, IFACE).start()
-    master = Master(IFACE, NODE_ID)
-    try:
-        master.wait_for_drive()
+    with emulator_and_master(IFACE, NODE_ID) as (emulator, master):
         master.node.nmt.state = "PRE-OPERATIONAL"
         yield emulator, master
-    finally:
-        master.close()
-        emulator.close()
 
 
 def test_eds_is_well_formed(parsed: configparser.ConfigParser) -> None:

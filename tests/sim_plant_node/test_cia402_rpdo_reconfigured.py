@@ -8,10 +8,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from sim_plant import JointParams
 from sim_plant_node.cia402 import Emulator
 
-from .canopen_master import Master
+from .canopen_master import Master, emulator_and_master
 
 NODE_ID = 33
 IFACE = "virtual:cia402-rpdo-reconfigured"
@@ -21,14 +20,8 @@ OPERATION_ENABLED = 0x27
 @pytest.fixture(scope="module")
 def bench() -> Iterator[tuple[Emulator, Master]]:
     """One emulator and a master, shared by the module."""
-    emulator = Emulator(JointParams(max_velocity=100.0, max_force=50.0), NODE_ID, IFACE).start()
-    master = Master(IFACE, NODE_ID)
-    try:
-        master.wait_for_drive()
-        yield emulator, master
-    finally:
-        master.close()
-        emulator.close()
+    with emulator_and_master(IFACE, NODE_ID) as pair:
+        yield pair
 
 
 def _disable_cob_id(master: Master) -> None:

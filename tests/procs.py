@@ -412,6 +412,8 @@ class RegisterClient(BusThread):
         self._server = server_node_id
         self.operational = False
         """Whether the node's last heartbeat said OPERATIONAL (kept only with ``watch_heartbeat``)."""
+        self.initializations = 0
+        """Heartbeats of the node that said INITIALIZATION (a start or RESTART began; only with ``watch_heartbeat``)."""
         self._run(self._enter())
         self._presentation, self._client = self._run(self._open(env, client_node_id, watch_heartbeat))
         self._client.response_timeout = response_timeout
@@ -462,6 +464,7 @@ class RegisterClient(BusThread):
             async def on_heartbeat(msg: uavcan.node.Heartbeat_1, meta: pycyphal.transport.TransferFrom) -> None:
                 if meta.source_node_id == self._server:
                     self.operational = msg.mode.value == uavcan.node.Mode_1.OPERATIONAL
+                    self.initializations += msg.mode.value == uavcan.node.Mode_1.INITIALIZATION
 
             sub = presentation.make_subscriber_with_fixed_subject_id(uavcan.node.Heartbeat_1)
             sub.receive_in_background(on_heartbeat)

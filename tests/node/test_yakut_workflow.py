@@ -49,17 +49,22 @@ def publish(*args: str, env: dict[str, str]) -> Any:
 
 
 def restart(env: dict[str, str], node_id: int = NODE) -> None:
-    before = counters()["restarts"]
+    """RESTART, then wait for the node to say it is back as a user's tool does: a heartbeat of INITIALIZATION, then
+    OPERATIONAL (its registers answer before its ports are subscribed: ci70 lost a 0.5 s burst of setpoints there)."""
+    obs = _obs()
+    before, inits = counters()["restarts"], obs.initializations
     out = y("cmd", str(node_id), "restart", env=env)
     assert '"status":0' in out.replace(" ", ""), out
-    wait_for(lambda: counters()["restarts"] == before + 1, timeout=60, what="the node to come back after RESTART")
+    wait_for(lambda: counters()["restarts"] == before + 1 and obs.initializations > inits and obs.operational,
+             timeout=60, what="the node to come back after RESTART (restarted, then OPERATIONAL)")
 
 
 @contextmanager
 def _node(env: dict[str, str], db: Path, node_id: int = NODE) -> Iterator[None]:
     """A servo-node process with the in-process observer open on it."""
     with servo_node(env, db, node_id):
-        _observers.append(RegisterClient(env, node_id, client_node_id=CLIENT + 1 + len(_observers)))
+        _observers.append(RegisterClient(env, node_id, client_node_id=CLIENT + 1 + len(_observers),
+                                         watch_heartbeat=True))
         try:
             yield
         finally:

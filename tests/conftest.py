@@ -39,9 +39,22 @@ other workers, and whatever else the machine runs, then take the cores only when
 The stream's tests that run the control loop's kernels wait for the warm-up to compile them
 (:data:`WITHOUT_LOOP_KERNELS`); the ``sim-plant`` scenarios of :data:`LIGHT_BUS_SCENARIOS`, which do not, go first.
 
-One stream, never two side by side: two real-time scenarios at once (three servo nodes at 1 kHz each take most of a
-core of a slow machine) took the cores from each other and from everything else, and their verdicts then depended
-on how fast the machine was (issue 50: 13 failures on an idle 2-core machine, most of them two scenarios at once)."""
+Never two heavy streams side by side: two real-time scenarios at once (three servo nodes at 1 kHz each take most of
+a core of a slow machine) took the cores from each other and from everything else, and their verdicts then depended
+on how fast the machine was (issue 50: 13 failures on an idle 2-core machine, most of them two scenarios at once).
+The one real-time stream beside it is :data:`CANOPEN_SCENARIOS`, light and late."""
+
+CANOPEN_SCENARIOS = (
+    "tests/system/test_cia402.py",
+    "tests/system/test_cia402_bus.py",
+    "tests/system/test_cia402_drives.py",
+)
+"""The CiA 402 scenarios: one servo node and its emulated drives on a CAN bus each, under half a core on average
+(measured alone, idle 2-core machine: 0.39–0.56 cores busy over each module), and about 140 s of the ``bus``
+stream's 570. They are a real-time stream of their own (xdist group ``bus-canopen``, SCHED_FIFO as ``bus``), handed
+out last, when the computing tests are done and the ``bus`` stream, at about 1 core at most, has the machine to
+itself otherwise: its second core was idle for the last 300 s of the run. A test named in
+:data:`LATE_BUS_SCENARIOS` stays there."""
 
 LIGHT_BUS_SCENARIOS = (
     "tests/cyphal_common/test_timesync.py",
@@ -88,13 +101,16 @@ priority with the timing stream's nodes. A test named here is taken out of a mod
 verdict is an error report, not timing)."""
 
 SCENARIOS = BUS_SCENARIOS + LIGHT_BUS_SCENARIOS + LATE_BUS_SCENARIOS
+REALTIME_STREAMS = ("bus", "bus-canopen")
 
 
 def _stream(item: pytest.Item) -> str | None:
-    """The item's xdist group of scenarios: ``bus`` (real-time), ``bus-late`` (which wins: it names single tests
-    of ``bus`` modules), or None for a test that only computes."""
+    """The item's xdist group of scenarios: ``bus`` or ``bus-canopen`` (real-time), ``bus-late`` (which wins: it
+    names single tests of the others' modules), or None for a test that only computes."""
     if item.nodeid.startswith(LATE_BUS_SCENARIOS):
         return "bus-late"
+    if item.nodeid.startswith(CANOPEN_SCENARIOS):
+        return "bus-canopen"
     return "bus" if item.nodeid.startswith(BUS_SCENARIOS + LIGHT_BUS_SCENARIOS) else None
 
 
@@ -123,7 +139,8 @@ def _needs_loop_kernels(item: pytest.Item) -> bool:
 def _run_order(item: pytest.Item) -> tuple[int, bool]:
     """pytest-xdist hands out the groups in this order (``--no-loadscope-reorder``), one to each worker first: the
     ``bus`` group (the longest stream), then the computing tests without the control loop's kernels, the ``bus-late``
-    group, the packaging tests and the computing tests with those kernels, to whichever worker is free: the
+    group, the packaging tests, the computing tests with those kernels and the ``bus-canopen`` group, to whichever
+    worker is free (the last when the computing tests are done: :data:`CANOPEN_SCENARIOS`): the
     ``bus-late`` group, a stream of its own, starts about when the warm-up is done (it would wait for it anyway)
     rather than last; the packaging tests (the longest computing part, most of it numba compiling the kernels again
     in a new venv) after it, not beside the warm-up, whose compilation the ``bus`` stream waits for. Within each
@@ -132,7 +149,7 @@ def _run_order(item: pytest.Item) -> tuple[int, bool]:
     kernels = _needs_loop_kernels(item)
     stream = _stream(item)
     if stream is not None:
-        return {"bus": 0, "bus-late": 4}[stream], kernels
+        return {"bus": 0, "bus-late": 4, "bus-canopen": 7}[stream], kernels
     if item.nodeid.startswith("tests/packaging/"):
         return 5, kernels
     return (6 if kernels else 3), kernels
@@ -173,7 +190,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _await_warm_up(item)
     # Only timing verdicts need real-time processes: the scenario's nodes (procs.realtime), and the test's own
     # process with what it starts (procs.scenario_realtime). Everything else runs as the user's other work does.
-    procs.realtime_permitted = _stream(item) == "bus"
+    procs.realtime_permitted = _stream(item) in REALTIME_STREAMS
     procs.scenario_realtime(procs.realtime_permitted)
 
 

@@ -6,7 +6,8 @@ PACKAGES := $(VENV)/.packages
 PHASE  := bash .ci/phase
 # pytest-xdist workers: 4 on 2 cores, one of them running the timing scenarios one at a time (tests/conftest.py
 # BUS_SCENARIOS and LIGHT_BUS_SCENARIOS, real-time where permitted), the others the tests that only compute, the other
-# scenarios (LATE_BUS_SCENARIOS) and the packaging tests once the warm-up is done (the groups are handed out in
+# scenarios (LATE_BUS_SCENARIOS) and the packaging tests once the warm-up is done, and the CiA 402 scenarios
+# (CANOPEN_SCENARIOS, real-time) once the computing tests are done (the groups are handed out in
 # the collection's order, hence --no-loadscope-reorder); each worker runs on a network namespace of its own
 # (tests/isolation.py), which needs root: serial otherwise.
 WORKERS ?= $(shell [ "$$(id -u)" = 0 ] && echo 4 || echo 0)

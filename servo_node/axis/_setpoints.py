@@ -148,7 +148,9 @@ class SetpointPath:
         With a start subject (:mod:`servo_node.staging`) a setpoint other than the active one waits for its start."""
         s = self._s
         sp, rx = received.setpoint, received.received_at_s
-        if not self._may_apply(sp) or not self._admitted(interface, rx):
+        # The interface in force holds the axis while it publishes, even setpoints an error refuses: its failed
+        # setpoint repeated must not let another interface's setpoint take the axis after the deadman timeout.
+        if not self._may_take(sp) or not self._admitted(interface, rx) or self._refused_for_error(sp):
             return False
         if s.staging is None:
             return self._command(sp, rx, rx)
@@ -196,7 +198,8 @@ class SetpointPath:
             self.refuse_start(started)
             return False
         self._reported_start_refusal = ""
-        return self._may_apply(started.setpoint) and self._command_start(started)
+        return (self._may_take(started.setpoint) and not self._refused_for_error(started.setpoint)
+                and self._command_start(started))
 
     def _command_start(self, start: Start) -> bool:
         """A staged setpoint released by its start; counted in ``starts`` if the gate let it through."""
@@ -214,8 +217,9 @@ class SetpointPath:
             self._reported_start_refusal = reason
             s.diag.report(f"{s.names.label}start refused: {reason}")
 
-    def _may_apply(self, sp: Setpoint) -> bool:
-        """False (counted) if no setpoint may command the loop now: a follower, not running, a persisting error."""
+    def _may_take(self, sp: Setpoint) -> bool:
+        """False (counted) if no setpoint may command the loop now, whatever its interface: a follower, not running,
+        another node with our node-ID."""
         s = self._s
         c = s.counters
         if s.follower is not None:
@@ -224,11 +228,18 @@ class SetpointPath:
         if s.loop is None or s.halting:
             c.setpoints_ignored_unarmed += 1  # Still initialising, or stopping for good.
             return False
-        state = s.gate.update(s.now())
-        if s.collided or (state is ServoState.ERROR and self._error_persists(sp)):
+        if s.collided:
             c.setpoints_ignored_error += 1
             return False
         return True
+
+    def _refused_for_error(self, sp: Setpoint) -> bool:
+        """True (counted) if the axis's error persists whatever this setpoint (:meth:`_error_persists`)."""
+        s = self._s
+        if s.gate.update(s.now()) is ServoState.ERROR and self._error_persists(sp):
+            s.counters.setpoints_ignored_error += 1
+            return True
+        return False
 
     def _command(self, sp: Setpoint, received_at_s: float, at_s: float) -> bool:
         """Through the arming gate (deadman from ``received_at_s``) to the loop, to take effect at ``at_s``."""

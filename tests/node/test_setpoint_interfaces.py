@@ -1,16 +1,28 @@
 """Two setpoint interfaces on one axis at once (issue 49): the Telega subject and the UDRAL servo setpoint, both
 published with the real yakut CLI. The axis follows one at a time: the first keeps it while it keeps publishing,
 the other's setpoints are refused (counted, ``sys.last_rejection``, one diagnostic), and the other takes over once
-the first has been silent for the deadman timeout. Before, the joint thrashed between the two targets, silently."""
+the first has been silent for the deadman timeout. Before, the joint thrashed between the two targets, silently.
+The holder keeps the axis through an error its setpoint cannot end (the in-process test, on the simulated clock)."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+import reg.udral.physics.dynamics.rotation as rot
+import reg.udral.physics.kinematics.rotation as kin
+import uavcan.si.unit.angle
+import uavcan.si.unit.angular_acceleration
+import uavcan.si.unit.angular_velocity
+import uavcan.si.unit.torque
+
+from servo_node.errors import ErrorCode
+from servo_node.node import ServoNode
 from tests.hostile.harness import logged_servo_node
+from tests.node.test_shell import Client, servo_env, until
 from tests.procs import BIN, RegisterClient, base_env, popen, wait_for
 
 NODE, READER, TELEGA_CLIENT, UDRAL_CLIENT = 3781, 3782, 3783, 3784
@@ -63,3 +75,48 @@ def test_two_setpoint_interfaces_at_once_one_commands_the_other_is_refused(tmp_p
             proc.assert_alive_and_clean()
         finally:
             reader.close()
+
+
+def _planar(position: float) -> Any:
+    nan = math.nan
+    return rot.Planar_0_1(
+        kinematics=kin.Planar_0_1(
+            angular_position=uavcan.si.unit.angle.Scalar_1_0(position),
+            angular_velocity=uavcan.si.unit.angular_velocity.Scalar_1_0(nan),
+            angular_acceleration=uavcan.si.unit.angular_acceleration.Scalar_1_0(nan),
+        ),
+        torque=uavcan.si.unit.torque.Scalar_1_0(nan),
+    )
+
+
+async def test_the_interface_in_force_keeps_the_axis_through_an_error_its_setpoint_cannot_end() -> None:
+    """ci81: a following error refuses the Telega publisher's setpoint, repeated as a publisher does; that refusal
+    must not count as the interface falling silent. Before, half a second after the error the UDRAL setpoint took
+    the axis and the joint turned toward −20 while the Telega publisher went on publishing +20. On the loop's
+    simulated clock: the joint's hard stop at 1 ends its motion toward 20 in a following error."""
+    env = servo_env(UAVCAN__SUB__SERVO__SETPOINT__ID=str(UDRAL_SUBJECT), SERVO__DEADMAN_TIMEOUT=str(DEADMAN_S),
+                    SIM__MIN_STOP="-1", SIM__MAX_STOP="1")
+    client = Client()
+    udral = client.node.make_publisher(rot.Planar_0_1, UDRAL_SUBJECT)
+    try:
+        async with ServoNode(None, env, loop_clock="simulated") as node:
+            axis = node.axis()
+            c = axis.counters
+            await client.send(axis, 20.0)
+            axis.advance(0.45)
+            status = axis.status()["servo"]
+            assert status["state"] == "error" and status["error"] == ErrorCode.FOLLOWING_ERROR, status
+            for _ in range(10):  # 2 s of loop time, four deadman timeouts: Telega goes on publishing its setpoint.
+                await client.send(axis, 20.0)
+                assert c.setpoints_accepted == 1  # The failed setpoint again: refused by the error, not applied.
+                before = c.setpoints_rejected + c.setpoints_accepted
+                await udral.publish(_planar(-20.0))
+                await until(lambda b=before: c.setpoints_rejected + c.setpoints_accepted > b, "the UDRAL setpoint")
+                assert c.setpoints_accepted == 1, axis.status()
+                assert "servo.setpoint refused: setpoint_servo commands this axis" in c.last_rejection
+                axis.advance(0.2)
+            s = axis.loop.sample()
+            assert axis.status()["servo"]["state"] == "error" and abs(s.velocity) <= 0.01, (axis.status(), s)
+    finally:
+        udral.close()
+        client.node.close()

@@ -150,7 +150,7 @@ class SetpointPath:
         sp, rx = received.setpoint, received.received_at_s
         # The interface in force holds the axis while it publishes, even setpoints an error refuses: its failed
         # setpoint repeated must not let another interface's setpoint take the axis after the deadman timeout.
-        if not self._may_take(sp) or not self._admitted(interface, rx) or self._refused_for_error(sp):
+        if not self._may_take() or not self._admitted(interface, rx) or self._refused_for_error(sp):
             return False
         if s.staging is None:
             return self._command(sp, rx, rx)
@@ -198,7 +198,7 @@ class SetpointPath:
             self.refuse_start(started)
             return False
         self._reported_start_refusal = ""
-        return (self._may_take(started.setpoint) and not self._refused_for_error(started.setpoint)
+        return (self._may_take() and not self._refused_for_error(started.setpoint)
                 and self._command_start(started))
 
     def _command_start(self, start: Start) -> bool:
@@ -217,7 +217,7 @@ class SetpointPath:
             self._reported_start_refusal = reason
             s.diag.report(f"{s.names.label}start refused: {reason}")
 
-    def _may_take(self, sp: Setpoint) -> bool:
+    def _may_take(self) -> bool:
         """False (counted) if no setpoint may command the loop now, whatever its interface: a follower, not running,
         another node with our node-ID."""
         s = self._s

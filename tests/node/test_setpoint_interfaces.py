@@ -7,18 +7,13 @@ The holder keeps the axis through an error its setpoint cannot end (the in-proce
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from pathlib import Path
 from typing import Any
 
 import reg.udral.physics.dynamics.rotation as rot
-import reg.udral.physics.kinematics.rotation as kin
-import uavcan.si.unit.angle
-import uavcan.si.unit.angular_acceleration
-import uavcan.si.unit.angular_velocity
-import uavcan.si.unit.torque
 
+from cyphal_common.udral import make_dynamics
 from servo_node.errors import ErrorCode
 from servo_node.node import ServoNode
 from tests.hostile.harness import logged_servo_node
@@ -77,18 +72,6 @@ def test_two_setpoint_interfaces_at_once_one_commands_the_other_is_refused(tmp_p
             reader.close()
 
 
-def _planar(position: float) -> Any:
-    nan = math.nan
-    return rot.Planar_0_1(
-        kinematics=kin.Planar_0_1(
-            angular_position=uavcan.si.unit.angle.Scalar_1_0(position),
-            angular_velocity=uavcan.si.unit.angular_velocity.Scalar_1_0(nan),
-            angular_acceleration=uavcan.si.unit.angular_acceleration.Scalar_1_0(nan),
-        ),
-        torque=uavcan.si.unit.torque.Scalar_1_0(nan),
-    )
-
-
 async def test_the_interface_in_force_keeps_the_axis_through_an_error_its_setpoint_cannot_end() -> None:
     """ci81: a following error refuses the Telega publisher's setpoint, repeated as a publisher does; that refusal
     must not count as the interface falling silent. Before, half a second after the error the UDRAL setpoint took
@@ -110,7 +93,7 @@ async def test_the_interface_in_force_keeps_the_axis_through_an_error_its_setpoi
                 await client.send(axis, 20.0)
                 assert c.setpoints_accepted == 1  # The failed setpoint again: refused by the error, not applied.
                 before = c.setpoints_rejected + c.setpoints_accepted
-                await udral.publish(_planar(-20.0))
+                await udral.publish(make_dynamics(True, position=-20.0))
                 await until(lambda b=before: c.setpoints_rejected + c.setpoints_accepted > b, "the UDRAL setpoint")
                 assert c.setpoints_accepted == 1, axis.status()
                 assert "servo.setpoint refused: setpoint_servo commands this axis" in c.last_rejection

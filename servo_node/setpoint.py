@@ -77,6 +77,44 @@ class Floors:
     jerk: float = 0.0
     force: float = 0.0
 
+    @staticmethod
+    def of_envelope(velocity: float, acceleration: float, jerk: float, force: float) -> Floors:
+        """The floors of a node whose envelope is (|v|, |a|, |j|, force): :data:`FLOOR_FRACTION` of each."""
+        k = FLOOR_FRACTION
+        return Floors(k * velocity, k * acceleration, k * jerk, k * force)
+
+
+FLOOR_FRACTION = 1e-4
+"""A setpoint's velocity, acceleration, jerk and force limits must be at least this fraction of the envelope's:
+below it a motion would take practically forever (a jerk of 1e-45 plans a stop of 1e46 s, a velocity limit of
+1e-30 a move of 1e30 s) — such setpoints are refused."""
+
+
+def _floored(limits: ProfileLimits, floors: Floors, force_limit: float) -> tuple[tuple[str, float, float], ...]:
+    """Every limit with its floor (a reverse velocity limit of 0 has none)."""
+    return (
+        ("profile velocity forward", limits.v_max, floors.velocity),
+        ("profile velocity reverse", -limits.v_min if limits.v_min != 0.0 else math.inf, floors.velocity),
+        ("profile deceleration", -limits.a_min, floors.acceleration),
+        ("profile acceleration", limits.a_max, floors.acceleration),
+        ("profile jerk", limits.j_max, floors.jerk),
+        ("force limit", force_limit, floors.force),
+    )
+
+
+def below_floor(limits: ProfileLimits, floors: Floors, force_limit: float = math.inf) -> str | None:
+    """Why ``limits`` (and ``force_limit``) are below ``floors``, as a node refuses them, or None: the node's rule,
+    and a coordinator's check that the limits it plans will be accepted."""
+    for name, x, lo in _floored(limits, floors, force_limit):
+        if x < lo:
+            return f"{name} {x:.3g} is below the minimum {lo:.3g}"
+    return None
+
+
+def floor_margin(limits: ProfileLimits, floors: Floors) -> float:
+    """The smallest ratio of a limit to its floor (below 1: refused; inf: no floor)."""
+    return min((x / lo for _, x, lo in _floored(limits, floors, math.inf) if lo > 0.0), default=math.inf)
+
 
 @dataclass(frozen=True)
 class Rejected:
@@ -188,16 +226,9 @@ def interpret(
         j_max = float(jerk)
     limits = ProfileLimits(v_min, v_max, a_min, a_max, j_max)
     force_limit = float(force) if force > 0.0 else default_force_limit
-    for name, x, lo in (
-        ("profile velocity forward", v_max, floors.velocity),
-        ("profile velocity reverse", -v_min if v_min != 0.0 else math.inf, floors.velocity),
-        ("profile deceleration", -a_min, floors.acceleration),
-        ("profile acceleration", a_max, floors.acceleration),
-        ("profile jerk", j_max, floors.jerk),
-        ("force limit", force_limit, floors.force),
-    ):
-        if x < lo:
-            return Rejected(Rejection.BELOW_MINIMUM, f"{name} {x:.3g} is below the minimum {lo:.3g}")
+    low = below_floor(limits, floors, force_limit)
+    if low is not None:
+        return Rejected(Rejection.BELOW_MINIMUM, low)
 
     position = float(position)
     velocity = float(velocity)

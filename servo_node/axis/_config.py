@@ -27,10 +27,6 @@ STOP_FLOOR_FRACTION = 0.05
 """A stop decelerates at least this fraction of the envelope's acceleration and jerk, whatever the registers
 say, so that every stop from inside the envelope ends within a bound that is small compared to the motion."""
 
-SETPOINT_FLOOR_FRACTION = 1e-4
-"""A setpoint's velocity, acceleration, jerk and force limits must be at least this fraction of the envelope's:
-below it a motion would take practically forever (a jerk of 1e-45 plans a stop of 1e46 s, a velocity limit of
-1e-30 a move of 1e30 s) — such setpoints are refused."""
 
 MAX_GAIN_PERIODS = 0.5
 """The velocity gain k is capped at this / period (k·T ≤ 0.5): the sampled loop then converges without
@@ -60,10 +56,8 @@ def envelope_from_registers(reg: RegisterReader) -> Envelope:
 
 
 def setpoint_floors(env: Envelope) -> Floors:
-    """The smallest limits a setpoint may ask for (see :data:`SETPOINT_FLOOR_FRACTION`)."""
-    k = SETPOINT_FLOOR_FRACTION
-    return Floors(velocity=k * env.velocity, acceleration=k * env.acceleration, jerk=k * env.jerk,
-                  force=k * env.force)
+    """The smallest limits a setpoint may ask for (see :data:`~servo_node.setpoint.FLOOR_FRACTION`)."""
+    return Floors.of_envelope(env.velocity, env.acceleration, env.jerk, env.force)
 
 
 def loop_config(reg: RegisterReader, notes: list[str] | None = None) -> LoopConfig:

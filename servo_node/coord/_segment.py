@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from servo_node.setpoint import ProfileLimits
+from servo_node.setpoint import Floors, ProfileLimits, below_floor, floor_margin
 
 from ._axes import CoordError
 from ._sync import AxisMotion, Sync, SyncPlan, optimal_duration, synchronize, time_scaled
@@ -30,6 +30,8 @@ class AxesInfo:
     repeat_s: float
     periods: tuple[float, ...] = ()
     """Each axis's ``dynamics`` period [second] (1 / ``servo.dynamics_rate``): its recording's expected spacing."""
+    floors: tuple[Floors, ...] = ()
+    """Each axis's smallest limits its node accepts (from ``sys.envelope``); none known: no floor."""
 
 
 @dataclass(frozen=True)
@@ -52,15 +54,46 @@ def plan_segment(states: Sequence[tuple[float, float, float]], targets: Sequence
                  sync: Sync | str, held: Collection[int] = (), speed: float = 1.0) -> Segment:
     """Plan one coordinated move from ``states`` (p, v, a) to ``targets`` (float32 as the wire carries them) under
     every axis's own limits time-scaled by ``speed`` ∈ (0, 1]. An axis at rest within its arrival tolerance of its
-    target has arrived: held, not synchronised."""
+    target has arrived: held, not synchronised. So is an axis whose share of the synchronised move would ask its
+    node for limits below its floors (a stroke a few thousandths of the longest one's): the node would refuse the
+    setpoint and keep its previous plan, so it makes its short move on its own limits instead, and a note says so."""
     limits = [lim if speed == 1.0 else time_scaled(lim, speed) for lim in info.limits]
     motions = [AxisMotion(p, v, a, _f32(pt), lim) for (p, v, a), pt, lim in zip(states, targets, limits, strict=True)]
     held = {*held, *(i for i, (m, tol) in enumerate(zip(motions, info.tolerance, strict=True))
                      if m.at_rest and abs(m.distance) <= tol)}
     plan = synchronize(motions, sync, held)
+    short: dict[int, str] = {}
+    for _ in motions:  # One axis out at a time: the one furthest below its floors (see _furthest_below_floors).
+        found = _furthest_below_floors(plan, info.floors, held | short.keys())
+        if found is None:
+            break
+        short[found[0]] = found[1]
+        plan = synchronize(motions, sync, held | short.keys())
+    if short:
+        plan = replace(plan, notes=(*(n for n in plan.notes if not n.startswith(tuple(f"axis {i}:" for i in short))),
+                                    *(f"axis {i}: moves {motions[i].distance:.3g} on its own limits, not "
+                                      f"synchronised: its share of the move would be refused ({why})"
+                                      for i, why in sorted(short.items()))))
     wire = [wire_limits(ap.limits) for ap in plan.axes]
     predicted = [optimal_duration(m, lim) for m, lim in zip(motions, wire, strict=True)]
     return Segment(plan, motions, wire, predicted)
+
+
+def _furthest_below_floors(plan: SyncPlan, floors: Sequence[Floors], held: Collection[int]) -> tuple[int, str] | None:
+    """The synchronised axis whose limits on the wire are furthest below its node's floors, with the node's reason.
+
+    One at a time, because holding an axis out of the synchronisation removes its bounds from the line's limits (the
+    smallest of every axis's) and can only shorten the common duration of ``time`` sync: the others' limits grow.
+    An axis whose share falls below its floor only through another's small limits is then kept on the line."""
+    worst: tuple[float, int, str] | None = None
+    for i, (ap, fl) in enumerate(zip(plan.axes, floors or (Floors(),) * len(plan.axes), strict=True)):
+        if i in held or ap.held or ap.duration <= 0.0:
+            continue
+        wire = wire_limits(ap.limits)
+        why = below_floor(wire, fl)
+        if why is not None and (worst is None or floor_margin(wire, fl) < worst[0]):
+            worst = (floor_margin(wire, fl), i, why)
+    return None if worst is None else (worst[1], worst[2])
 
 
 def checked_segment(states: Sequence[tuple[float, float, float]], targets: Sequence[float], info: AxesInfo,
@@ -133,9 +166,12 @@ def _f32_inward(x: float) -> float:
     return float(y)
 
 
-def within_envelope(own: ProfileLimits, envelope: Sequence[float]) -> ProfileLimits:
+def within_envelope(own: ProfileLimits, envelope: Sequence[float]) -> tuple[ProfileLimits, Floors]:
     """``own`` limits clipped into a node's ``sys.envelope`` [|v|, |a|, |j|, force] as the node clips a setpoint's
-    (``servo_node.control._stages._clip_limits``)."""
+    (``servo_node.control._stages._clip_limits``), and the smallest limits the node accepts; without an envelope
+    (an older node, or NaNs: its loop not running yet) ``own`` as they are and no floors."""
+    if len(envelope) != 4 or not all(map(math.isfinite, envelope)):
+        return own, Floors()
     ev, ea, ej = envelope[0], envelope[1], envelope[2]
-    return ProfileLimits(max(own.v_min, -ev), min(own.v_max, ev), max(own.a_min, -ea), min(own.a_max, ea),
-                         min(own.j_max, ej))
+    return (ProfileLimits(max(own.v_min, -ev), min(own.v_max, ev), max(own.a_min, -ea), min(own.a_max, ea),
+                          min(own.j_max, ej)), Floors.of_envelope(*envelope))

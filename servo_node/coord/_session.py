@@ -45,7 +45,7 @@ from typing import Any
 
 from cyphal_common.register_reads import READ_TIMEOUTS_S, read_register
 from cyphal_common.tasks import cancel_and_wait, gather_all
-from servo_node.setpoint import ProfileLimits
+from servo_node.setpoint import Floors, ProfileLimits
 
 from ._axes import Axis, CoordError
 from ._joints import LINE_WARN
@@ -215,18 +215,18 @@ class Coordinator:
             raise CoordError(f"{self.axes[i].label}: no register {name}")
         return answer.value
 
-    async def limits(self, i: int) -> ProfileLimits:
+    async def limits(self, i: int) -> tuple[ProfileLimits, Floors]:
         """Axis ``i``'s own limits: its default profile (``servo.profile.*``) within its envelope (``sys.envelope``,
         into which the node clips every setpoint's limits: planned with more, its plan would not be the one the
-        coordinator predicted, nor on the line)."""
+        coordinator predicted, nor on the line); and the smallest limits its node accepts (1e-4 of the envelope)."""
         names = ("velocity", "acceleration", "jerk")
         v, a, j = await gather_all(self.read_register(i, f"servo.profile.{n}") for n in names)
         own = ProfileLimits(v[0], v[1], a[0], a[1], j[0])
         try:
             env = list(await self.read_register(i, "sys.envelope"))
         except CoordError:  # A node without the register (an older version): its profile as it is.
-            return own
-        return within_envelope(own, env) if len(env) == 4 and all(map(math.isfinite, env)) else own
+            env = []
+        return within_envelope(own, env)
 
     async def motion(self, i: int) -> dict[str, Any]:
         """Axis ``i``'s ``sys.motion`` register, parsed."""
@@ -350,7 +350,7 @@ class Coordinator:
     async def axes_info(self) -> AxesInfo:
         """What a move needs to know of every axis (read once per move or path), after checking the start subject."""
         n = len(self.axes)
-        limits = await gather_all(self.limits(i) for i in range(n))
+        limits, floors = zip(*await gather_all(self.limits(i) for i in range(n)), strict=True)
         deadman = await gather_all(self.read_register(i, "servo.deadman_timeout") for i in range(n))
         tolerance = await gather_all(self.read_register(i, "servo.arrival_tolerance") for i in range(n))
         rates = await gather_all(self.read_register(i, "servo.dynamics_rate") for i in range(n))
@@ -358,7 +358,7 @@ class Coordinator:
             await check_start_subject(self, self.start_subject)
             self._start_checked = True
         return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0),
-                        tuple(1.0 / r[0] for r in rates))
+                        tuple(1.0 / r[0] for r in rates), tuple(floors))
 
     async def start_states(self) -> list[tuple[float, float, float]]:
         """Every axis's (p, v, a) to plan from: measured, snapped to rest below :data:`REST_VELOCITY`, and an

@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cyphal_common.errors import ConfigurationError
-from servo_node.axis._config import SETPOINT_FLOOR_FRACTION, loop_config, setpoint_floors
+from servo_node.axis._config import loop_config, setpoint_floors
 from servo_node.control import ControlLoop
 from servo_node.drive import SimDrive
 from servo_node.drive.sim import joint_from_registers
 from servo_node.errors import ErrorCode
 from servo_node.registers import RefusedWriteError, ServoRegistry
-from servo_node.setpoint import ProfileLimits, Rejected, Rejection, Setpoint, interpret
+from servo_node.setpoint import FLOOR_FRACTION, ProfileLimits, Rejected, Rejection, Setpoint, interpret
 
 PUBLISH_PERIOD = 0.02
 """A publisher repeating its setpoint at 50 Hz."""
@@ -144,7 +144,7 @@ def test_tiny_velocity_limit_is_refused_like_the_other_limits() -> None:
     Refused as theirs are, in a setpoint or as the register default it falls back to; a reverse limit of exactly 0
     (no motion backwards) stays allowed, and the floor itself is accepted."""
     b = Bench.make()
-    floor = SETPOINT_FLOOR_FRACTION * b.loop.config.envelope.velocity
+    floor = FLOOR_FRACTION * b.loop.config.envelope.velocity
     assert floor > 0.0
     for v_lim in ((-1.0, 1e-30), (-1e-30, 1.0), (-1e-30, 1e-30), (0.0, 0.5 * floor)):
         r = b.setpoint(1.0, v_lim=v_lim)

@@ -11,6 +11,7 @@ up), and the verdicts are about the control — planning, limits, laws — not a
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Iterator, Mapping, Sequence
@@ -135,3 +136,21 @@ def test_a_profile_beyond_the_envelope_is_planned_within_it(tmp_path: Path) -> N
     assert code == 0 and "STOPPED" not in out and "samples:" not in out, out
     f = _figures(out)
     assert f["measured_spread"] <= 2.0 and f["measured_line"] <= 1.0, f
+
+
+def test_an_axis_too_short_for_its_share_of_the_line_moves_on_its_own(tmp_path: Path) -> None:
+    """One joint moves 0.004 while the other moves 5: its share of the line (velocity 0.008, jerk 0.4) is below its
+    node's floors (1e-4 of its envelope), which the node would refuse, keeping its previous plan (the coordinator
+    reported it REJECTED; bench/coord.py's random path stopped on it). It makes its short move on its own limits,
+    the output says so, the other joint runs its line alone, and both end at their targets."""
+    bus = _bus()
+    axes = [(86, 3506, 3606, 10.0, (-50.0, 50.0), 500.0, 1.0), (87, 3507, 3607, 10.0, (-50.0, 50.0), 500.0, 1.0)]
+    with servos(bus, tmp_path, axes) as reader:
+        code, out = _move(bus, axes, (5.0, 0.004), "--check-line", "1")
+        assert code == 0 and "REJECTED" not in out and "STOPPED" not in out, out
+        assert re.search(r"axis 1: moves 0\.004 on its own limits, not synchronised: its share of the move would be "
+                         r"refused \(profile velocity forward 0\.008 is below the minimum 0\.\d+\)", out), out
+        for node_id, target in ((86, 5.0), (87, 0.004)):
+            motion = json.loads(reader.of(node_id).read("sys.motion"))
+            assert motion["engaged"] and motion["ref"][0] == pytest.approx(target, abs=1e-6), (node_id, motion)
+            assert motion["meas"][0] == pytest.approx(target, abs=1e-4), (node_id, motion)

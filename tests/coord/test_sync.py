@@ -451,3 +451,58 @@ def test_a_move_the_nodes_cannot_run_as_planned_is_refused_before_it_starts() ->
     underflowed = dataclasses.replace(seg, wire=[seg.wire[0], dataclasses.replace(seg.wire[1], j_max=0.0)])
     why = unplannable(underflowed, [5.0, 1.0], info.tolerance)
     assert why is not None and why.startswith("axis 2: its limits on this move"), why
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_asym_limits(), st.floats(1.0, 1e3), st.sampled_from((-1.0, 1.0)), st.floats(-4.0, 1.3)),
+                min_size=2, max_size=6),
+       st.sampled_from([Sync.PHASE, Sync.TIME]))
+def test_every_axis_is_sent_limits_its_node_accepts(spec: list[tuple[ProfileLimits, float, float, float]],
+                                                    sync: Sync) -> None:
+    """A node refuses limits below 1e-4 of its envelope (and keeps its previous plan). An axis whose stroke is a few
+    thousandths of the longest would get such limits as its share of a line (or time-scaled by k³ under ``time``):
+    bench/coord.py's random path stopped at a segment where one did. Every command of a planned move passes the
+    node's own rule; an axis a floor kept out moves on its own limits and a note says why; the others are
+    synchronised as before (one common duration)."""
+    from servo_node.coord._segment import AxesInfo, checked_segment, commands
+    from servo_node.setpoint import Floors, Rejected, below_floor, interpret
+
+    n = len(spec)
+    own = tuple(lim for lim, *_ in spec)
+    floors = []
+    for lim, k, *_ in spec:  # An envelope k times the profile, whose floors the profile itself passes (as a node's).
+        envelope = (max(-lim.v_min, lim.v_max), max(-lim.a_min, lim.a_max), lim.j_max)
+        k = min(k, 9e3 * min(-lim.v_min, lim.v_max) / envelope[0], 9e3 * min(-lim.a_min, lim.a_max) / envelope[1])
+        floors.append(Floors.of_envelope(*(k * x for x in envelope), 100.0))
+    targets = [sign * 10.0**e for *_, sign, e in spec]
+    seg = checked_segment([(0.0, 0.0, 0.0)] * n, targets, AxesInfo(own, (1e-5,) * n, 0.1, (), tuple(floors)), sync)
+    for i, (cmd, lim, fl) in enumerate(zip(commands(seg), own, floors, strict=True)):
+        assert below_floor(lim, fl) is None
+        got = interpret(cmd.target.kinematics.position, 0.0, 0.0, cmd.profile_velocity_reverse_forward,
+                        cmd.profile_deceleration_acceleration, cmd.profile_jerk, lim, 100.0, fl)
+        assert not isinstance(got, Rejected), (i, got, seg.plan.notes)
+    synced = [i for i, ap in enumerate(seg.plan.axes) if not ap.held]
+    kept_out = [i for i, ap in enumerate(seg.plan.axes) if ap.held]
+    assert synced, seg.plan  # The last axis on the line has its own limits, which its node accepts.
+    assert all(any(note.startswith(f"axis {i}: moves") for note in seg.plan.notes) for i in kept_out), seg.plan.notes
+    durations = [seg.predicted[i] for i in synced]
+    assert max(durations) - min(durations) <= 1e-6 * max(durations), (durations, seg.plan)
+
+
+def test_a_stroke_too_short_for_its_share_of_the_line_moves_on_its_own_limits() -> None:
+    """The case as the bench met it: three axes from rest, the third moving 0.004 where the first moves 2 (its share
+    of the line's speed 0.006, its node's floor 0.0095): it moves on its own limits, the two others on the line they
+    would have without it."""
+    from servo_node.coord._segment import AxesInfo, plan_segment
+    from servo_node.setpoint import Floors, below_floor
+
+    lim = ProfileLimits(-3.0, 3.0, -5.0, 5.0, 100.0)
+    floors = (Floors.of_envelope(95.0, 50.0, 2500.0, 100.0),) * 3
+    info = AxesInfo((lim,) * 3, (1e-6,) * 3, 0.1, (), floors)
+    seg = plan_segment([(0.0, 0.0, 0.0)] * 3, [2.0, -1.5, 0.004], info, Sync.PHASE)
+    without = plan_segment([(0.0, 0.0, 0.0)] * 2, [2.0, -1.5], AxesInfo((lim,) * 2, (1e-6,) * 2, 0.1), Sync.PHASE)
+    assert [ap.held for ap in seg.plan.axes] == [False, False, True]
+    assert seg.plan.axes[2].limits == lim and seg.plan.axes[:2] == without.plan.axes, seg.plan
+    assert seg.plan.notes == ("axis 2: moves 0.004 on its own limits, not synchronised: its share of the move would "
+                              "be refused (profile velocity forward 0.006 is below the minimum 0.0095)",)
+    assert all(below_floor(w, f) is None for w, f in zip(seg.wire, floors, strict=True))

@@ -12,7 +12,9 @@ serving them, and a real headless Chromium plotting every axis (Debian's chromiu
   and the machine's load average at the end (the figures are only as good as the cores the run had).
 
 Two cases: ``light`` (one axis at 1 kHz plotted) and ``8x1k`` (two nodes of four axes each, every axis at 1 kHz,
-all eight plotted). It isolates itself on a network namespace of its own (root), so it hears no other traffic.
+all eight plotted). Every axis follows a sine (one ``y pub``, 20 Hz setpoints): an axis left in standby ticks and
+publishes at its idle rate (100 Hz), not at ``servo.dynamics_rate``. It isolates itself on a network namespace of
+its own (root), so it hears no other traffic.
 Usage: ``python bench/console.py [--seconds 20] [--cases light,8x1k] [--client browser|socket] [--realtime]``.
 """
 
@@ -99,6 +101,11 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, re
     try:
         for proc, (n, axes) in zip(procs, nodes, strict=True):
             wait_answers(proc, _node_env(n, axes, 0), n, "servo-node", timeout=600)
+        setpoints = [a for k, (_, axes) in enumerate(nodes) for i in range(axes)
+                     for a in (f"{3100 + 10 * k + i}:uavcan.primitive.scalar.Real32", f'{{value: !$ "sin(t + {i})"}}')]
+        procs.append(subprocess.Popen([str(BIN / "y"), "pub", "-T", "0.05", *setpoints],
+                                      env=base_env(UAVCAN__NODE__ID=str(CONSOLE_ID + 1)), stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
         while not (url_file.exists() and url_file.read_text().strip()):
             time.sleep(0.1)
         if realtime:  # The console above the nodes (what they publish is what it gets), the browser below both.

@@ -1,7 +1,7 @@
 """Coordinated moves of separate ``servo-node`` processes: arrival spread and straight line, over UDP or udpmc CAN.
 
-Six servo nodes (embedded simulated joints, random profile limits and inertias) run as processes; the
-coordinator (``servo_node.coord.Coordinator``, in this process) moves the first 2, 3 or 6 of them to random
+Six servo nodes (``--nodes``; embedded simulated joints, random profile limits and inertias) run as processes; the
+coordinator (``servo_node.coord.Coordinator``, in this process) moves 2, 3 or 6 of them to random
 targets with ``phase``, ``time`` and ``none`` sync in turn. Per axis count and mode, over all moves:
 
 * planned arrival spread: max − min over the moving axes of t0 + T, as the nodes report them (``sys.motion``; a
@@ -22,11 +22,11 @@ loops up. The load average is printed with the table.
 
 Under ``time`` and ``none`` the deviation is not meant to be small (they are not straight lines); it is shown
 for comparison. Run it in a network namespace of its own (multicast reaches every local listener). Usage:
-``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--axes 2,3,6] [--sync phase,time,none]
-[--start] [--realtime]`` (moves per mode and axis count). First, without processes, the straight-line table: on
-random rest-to-rest moves with different limits, how often phase sync leaves the straight line (ours: never from
-rest; Ruckig's: where the limiting axis's profile scaled onto another passes its limits) and what the line costs
-over time sync (``--line-only``).
+``python bench/coord.py [--moves 50] [--seed 1] [--transport udp|udpmc] [--nodes 6] [--axes 2,3,6]
+[--sync phase,time,none] [--start] [--realtime] [--logs DIR]`` (moves per mode and axis count). First, without
+processes, the straight-line table: on random rest-to-rest moves with different limits, how often phase sync leaves
+the straight line (ours: never from rest; Ruckig's: where the limiting axis's profile scaled onto another passes its
+limits) and what the line costs over time sync (``--line-only``).
 """
 
 from __future__ import annotations
@@ -64,11 +64,12 @@ def _bus(transport: str) -> dict[str, str]:
     return {"UAVCAN__CAN__IFACE": "udpmc:239.65.43.21:47011", "UAVCAN__CAN__MTU": "64"}
 
 
-def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str], start: bool) -> list[subprocess.Popen[bytes]]:
+def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str], start: bool,
+                 nodes: int, logs: Path | None) -> list[subprocess.Popen[bytes]]:
     from tests.procs import BIN, base_env
 
     procs = []
-    for k, node_id in enumerate(NODE_IDS):
+    for k, node_id in enumerate(NODE_IDS[:nodes]):
         v, a, j = rng.uniform(1.0, 4.0), rng.uniform(3.0, 10.0), rng.uniform(30.0, 300.0)
         env = base_env(
             UAVCAN__NODE__ID=str(node_id), UAVCAN__SUB__SETPOINT_SERVO__ID=str(SETPOINT0 + k),
@@ -81,8 +82,10 @@ def _start_nodes(rng: random.Random, tmp: Path, bus: dict[str, str], start: bool
             env["UAVCAN__SUB__MOTION_START__ID"] = str(START)
         if "UAVCAN__CAN__IFACE" in bus:
             env.pop("UAVCAN__UDP__IFACE", None)
-        procs.append(subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", str(tmp / f"{node_id}.db")],
-                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(subprocess.Popen([str(BIN / "servo-node"), *(["-v"] if logs else []), "run", "--registry",
+                                      str(tmp / f"{node_id}.db")],
+                                      env=env, stdout=subprocess.DEVNULL,
+                                      stderr=(logs / f"{node_id}.log").open("wb") if logs else subprocess.DEVNULL))
     return procs
 
 
@@ -140,18 +143,18 @@ async def wait_ready(coord: Any, n: int, timeout: float = 180.0) -> None:
 
 async def _run(
     moves: int, seed: int, counts: list[int], bus: dict[str, str], start: bool, syncs: list[str],
-    realtime_pids: list[int],
+    realtime_pids: list[int], nodes: int,
 ) -> dict[tuple[int, str], Rows]:
     from servo_node.coord import Sync
     from servo_node.coord._axes import Axis, CoordError
     from servo_node.coord._session import Coordinator
 
     rng = random.Random(seed)
-    axes = [Axis(n, SETPOINT0 + k, DYNAMICS0 + k) for k, n in enumerate(NODE_IDS)]
+    axes = [Axis(n, SETPOINT0 + k, DYNAMICS0 + k) for k, n in enumerate(NODE_IDS[:nodes])]
     env = {k: v for k, v in os.environ.items() if not k.startswith("UAVCAN__")}
     env.update(bus, UAVCAN__NODE__ID=str(COORD_ID))
     rows = {(n, s): _new_row() for n in counts for s in syncs}
-    position = [0.0] * 6
+    position = [0.0] * nodes
     ready = Coordinator(axes, env, start_subject=START if start else None)
     await ready.start()
     await wait_ready(ready, len(axes))  # Every node up (and its kernels loaded) before any goes real-time.
@@ -300,9 +303,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--transport", choices=("udp", "udpmc"), default="udp",
                     help="UDP on 127.0.0.1, or CAN FD over a udpmc group")
-    ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ 6)")
+    ap.add_argument("--axes", default="2,3,6", help="axis counts to run (comma-separated, each ≤ --nodes)")
+    ap.add_argument("--nodes", type=int, default=len(NODE_IDS), choices=range(2, len(NODE_IDS) + 1),
+                    help="servo nodes on the bus, each publishing its dynamics (a move takes a random subset)")
     ap.add_argument("--start", action="store_true", help="start every move on one start message (motion_start)")
     ap.add_argument("--sync", default="phase,time,none", help="sync modes to run (comma-separated)")
+    ap.add_argument("--logs", type=Path, help="a directory for the nodes' logs at INFO (<node-ID>.log; default: none)")
     ap.add_argument("--realtime", action="store_true",
                     help="the nodes under SCHED_FIFO 10, this process under 5 (as a deployment; root only)")
     ap.add_argument("--line-moves", type=int, default=500, help="random moves of the straight-line table")
@@ -312,6 +318,8 @@ def main() -> None:
     if args.line_only:
         return
     counts = [int(x) for x in args.axes.split(",")]
+    if max(counts) > args.nodes:
+        ap.error(f"--axes {args.axes}: more axes than --nodes {args.nodes}")
     from servo_node._kernel_cache import invalidate_if_sources_changed
     from servo_node.coord._session import START_LEAD_S
 
@@ -323,15 +331,18 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # Through the finally below: the nodes end too.
     with tempfile.TemporaryDirectory() as tmp:
         bus = _bus(args.transport)
-        procs = _start_nodes(rng, Path(tmp), bus, args.start)
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+        procs = _start_nodes(rng, Path(tmp), bus, args.start, args.nodes, args.logs)
         try:
             load_before = os.getloadavg()
             rows = asyncio.run(_run(args.moves, args.seed, counts, bus, args.start, args.sync.split(","),
-                                    [p.pid for p in procs] if args.realtime else []))
+                                    [p.pid for p in procs] if args.realtime else [], args.nodes))
             how = f"one start message, lead {START_LEAD_S * 1e3:g} ms" if args.start else "each at its setpoint"
             rt = "nodes SCHED_FIFO" if args.realtime else "nodes at normal priority"
             load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, {how}, {rt}, dynamics "
+            print(_table(rows, f"{args.moves} moves per mode and axis count ({args.transport}, {args.nodes} nodes, "
+                               f"{how}, {rt}, dynamics "
                                f"at {DYNAMICS_RATE_HZ} Hz, {os.cpu_count()} cores, load average {load} at the end, "
                                f"{load_before[0]:.1f} at the start); spreads: t0 + T as reported, and the joints' "
                                f"(from their samples)"))

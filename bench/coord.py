@@ -190,6 +190,7 @@ async def _run(
                 if r.rejected or r.stopped:
                     row["rejected" if r.rejected else "stopped"].append(1.0)
                     print(r.table(), file=sys.stderr)
+                    await _print_node_views(coord, n)
                     continue
                 row["spread"].append(r.spread)
                 row["mspread"].append(r.measured_spread)
@@ -207,6 +208,18 @@ async def _run(
     if start:
         print(await _path_row(rng, axes[:3], env), flush=True)
     return rows
+
+
+async def _print_node_views(coord: Any, n: int) -> None:
+    """What each node of a move that went wrong says of itself: its counters, events and timing."""
+    from servo_node.coord._axes import CoordError
+
+    for i in range(n):
+        try:
+            views = [await coord.read_register(i, f"sys.{name}") for name in ("counters", "events", "timing")]
+        except CoordError as ex:
+            views = [str(ex)]
+        print(f"{coord.axes[i].label}: " + " ".join(views), file=sys.stderr)
 
 
 async def _path_row(rng: random.Random, axes: list[Any], env: dict[str, str], waypoints: int = 6) -> str:

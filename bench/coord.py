@@ -211,12 +211,13 @@ async def _run(
 
 
 async def _print_node_views(coord: Any, n: int) -> None:
-    """What each node of a move that went wrong says of itself: its counters, events and timing."""
+    """What each node of a move that went wrong says of itself: its motion (the last stop among it), counters,
+    events and timing."""
     from servo_node.coord._axes import CoordError
 
     for i in range(n):
         try:
-            views = [await coord.read_register(i, f"sys.{name}") for name in ("counters", "events", "timing")]
+            views = [await coord.read_register(i, f"sys.{name}") for name in ("motion", "counters", "events", "timing")]
         except CoordError as ex:
             views = [str(ex)]
         print(f"{coord.axes[i].label}: " + " ".join(views), file=sys.stderr)

@@ -90,9 +90,9 @@ def _furthest_below_floors(plan: SyncPlan, floors: Sequence[Floors], held: Colle
         if i in held or ap.held or ap.duration <= 0.0:
             continue
         wire = wire_limits(ap.limits)
-        why = below_floor(wire, fl)
-        if why is not None and (worst is None or floor_margin(wire, fl) < worst[0]):
-            worst = (floor_margin(wire, fl), i, why)
+        why, margin = below_floor(wire, fl), floor_margin(wire, fl)
+        if why is not None and (worst is None or margin < worst[0]):
+            worst = (margin, i, why)
     return None if worst is None else (worst[1], worst[2])
 
 

@@ -91,9 +91,9 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, re
     from tests.procs import BIN, base_env, wait_answers
     from tests.procs import realtime as fifo
 
-    procs = [subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", ":memory:"],
-                              env=_node_env(n, axes, 3000 + 10 * k), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for k, (n, axes) in enumerate(nodes)]
+    envs = [_node_env(n, axes, 3000 + 10 * k) for k, (n, axes) in enumerate(nodes)]
+    procs = [subprocess.Popen([str(BIN / "servo-node"), "run", "--registry", ":memory:"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for env in envs]
     url_file = tmp / f"{name}.url"
     console = subprocess.Popen([str(BIN / "servo-node"), "console", "--port", "0", "--url-file", str(url_file)],
                                env=base_env(UAVCAN__NODE__ID=str(CONSOLE_ID)), stdout=subprocess.DEVNULL,
@@ -101,8 +101,9 @@ def _case(name: str, nodes: list[tuple[int, int]], seconds: float, tmp: Path, re
     try:
         for proc, (n, axes) in zip(procs, nodes, strict=True):
             wait_answers(proc, _node_env(n, axes, 0), n, "servo-node", timeout=600)
-        setpoints = [a for k, (_, axes) in enumerate(nodes) for i in range(axes)
-                     for a in (f"{3100 + 10 * k + i}:uavcan.primitive.scalar.Real32", f'{{value: !$ "sin(t + {i})"}}')]
+        subjects = [v for env in envs for key, v in env.items() if key.endswith("SETPOINT_SERVO__ID")]
+        setpoints = [a for i, subject in enumerate(subjects)
+                     for a in (f"{subject}:uavcan.primitive.scalar.Real32", f'{{value: !$ "sin(t + {i})"}}')]
         procs.append(subprocess.Popen([str(BIN / "y"), "pub", "-T", "0.05", *setpoints],
                                       env=base_env(UAVCAN__NODE__ID=str(CONSOLE_ID + 1)), stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL))

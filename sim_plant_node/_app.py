@@ -26,6 +26,7 @@ import uavcan.time
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
+from cyphal_common.collector import freeze_start_up_objects
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
 from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
@@ -336,6 +337,7 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         app = SimPlantNode(node, plant, config.publish_rate, config.quick_stop_deceleration)
         plant.start()
         app.start()
+        freeze_start_up_objects()  # A full collection would hold its feedback up.
         await go_operational(node)
         _logger.info("sim-plant up: node %s, %s joint %s", node.id, config.params.kind, config.params)
         stop = asyncio.Event()

@@ -29,6 +29,7 @@ import pycyphal.application
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Mode
 
+from cyphal_common.collector import freeze_start_up_objects
 from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
@@ -93,6 +94,7 @@ async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> in
         drive.start()
         for app in apps:
             app.start()
+        freeze_start_up_objects()  # A full collection would hold its feedback up.
         await go_operational(node)
         _logger.info("sim-plant --arm up: node %s, joints %s at %s rad, motors %s", node.id, JOINTS, position, motors)
 

@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("servo-node console: aiohttp is not installed: pip install 'cyphal-servo[console]'", file=sys.stderr)
         return 2
     from cyphal_common import dsdl
+    from cyphal_common.collector import freeze_start_up_objects
 
     dsdl.ensure_compiled()
     from ._app import Console
@@ -84,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "  (anonymous: no UAVCAN__NODE__ID, it only listens)"), flush=True)
             if not args.allow_motion:
                 print("motion controls off (start with --allow-motion to jog and move)", flush=True)
+            freeze_start_up_objects()  # A long collection would pause the moves it commands (their repetitions).
             stop = asyncio.Event()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 asyncio.get_running_loop().add_signal_handler(signum, stop.set)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import can
 
 from cyphal_common import odrive as cs
+from cyphal_common.collector import freeze_start_up_objects
 from cyphal_common.transport import open_can_bus
 from sim_plant import Joint, JointParams
 
@@ -277,6 +278,7 @@ async def run(registry_file: str | None, fresh_registry: bool, node_id: int, ifa
     except ValueError as ex:  # A malformed or unopenable CAN iface.
         print(f"sim-plant: {ex}", file=sys.stderr)
         return 2
+    freeze_start_up_objects()  # Its frames come from threads: a full collection would hold them up.
     try:
         await stop.wait()
     finally:

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import itertools
 import math
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -257,15 +258,18 @@ async def test_transfer_ids_continue_after_restart(servo: ServoNode, client: Cli
 async def test_a_full_collection_no_longer_scans_the_start_up_objects(client: Client) -> None:
     """A running node's start-up objects (modules, kernels, the node: about 170,000) made each full collection of the
     cyclic garbage collector hold the GIL for about 100 ms, setpoints unread meanwhile. Once up, the node freezes
-    them (and again after a RESTART, whose old node becomes collectable): a collection scans only what came since."""
+    them (and again after a RESTART, whose old node is collected first, not frozen for good): a collection scans only
+    what came since."""
     gc.unfreeze()
     node = ServoNode(None, servo_env(), loop_clock="simulated")
     async with node:
         frozen = gc.get_freeze_count()
         assert frozen > 50_000 and len(gc.get_objects()) < frozen / 10, (frozen, len(gc.get_objects()))
+        old = weakref.ref(node.axis())
         assert await client.execute(uavcan.node.ExecuteCommand_1.Request.COMMAND_RESTART) == 0
         await until(lambda: node.restarts == 1 and node.ready.is_set(), "the node to come back")
         assert gc.get_freeze_count() > 50_000 and len(gc.get_objects()) < gc.get_freeze_count() / 10
+        assert old() is None, "the old node's axis outlived the RESTART"
 
 
 async def test_drive_loss_is_one_edge_and_recovers(client: Client) -> None:

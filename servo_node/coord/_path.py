@@ -32,6 +32,7 @@ import numpy as np
 from cyphal_common.tasks import cancel_and_wait, gather_all
 
 from ._axes import CoordError
+from ._cadence import Cadence, held_up
 from ._joints import LINE_WARN, Joints, measure
 from ._result import PLAN_MATCH_TOL, Recorder
 from ._segment import Segment, checked_segment, commands
@@ -163,6 +164,7 @@ class PathRunner:
         self.waypoints = list(waypoints)
         self.on_progress = on_progress
         self.results: list[SegmentResult] = []
+        self._cadence: Cadence | None = None  # The setpoints' sends, once the first burst is out.
 
     async def run(self) -> list[SegmentResult]:
         """Run every segment; returns the results, or raises :class:`CoordError` after stopping every axis."""
@@ -182,7 +184,7 @@ class PathRunner:
         dyn = coord.dynamics
         recorders = dyn.record()  # All of the path's dynamics, split into segments afterwards.
         try:
-            await self._feed(info.repeat_s)
+            await self._feed(info.repeat_s, info.deadman_s)
             last = self.results[-1]
             await dyn.await_samples(last.start_at + last.segment.duration + SETTLE_S)
         finally:
@@ -190,7 +192,7 @@ class PathRunner:
         self._measure(recorders, info.periods)
         return self.results
 
-    async def _feed(self, repeat_s: float) -> None:
+    async def _feed(self, repeat_s: float, deadman_s: float) -> None:
         coord, results = self.coord, self.results
         msgs = [commands(r.segment) for r in results]
         started = time.perf_counter()
@@ -198,6 +200,7 @@ class PathRunner:
                                                                                    strict=True))
         await coord._end_hold()
         await coord._burst(msgs[0])
+        cadence = self._cadence = Cadence(repeat_s, deadman_s, time.monotonic())
         await asyncio.sleep(START_AFTER_STAGE_S)
         results[0].start_at = coord.sync_now() + coord.start_lead_s
         await coord.publish_start(results[0].start_at)
@@ -228,6 +231,7 @@ class PathRunner:
                 await coord._burst(msgs[current])
                 if not math.isnan(staged_at):
                     await coord._burst(msgs[current + 1])
+                cadence.sent(time.monotonic())
                 if self.on_progress is not None:
                     elapsed = time.perf_counter() - started
                     self.on_progress(current + 1, elapsed, max(0.0, total - elapsed))
@@ -259,10 +263,11 @@ class PathRunner:
                 i = coord.axes.index(ax)
                 why = await coord.read_register(i, "sys.last_rejection")
                 state = json.loads(await coord.read_register(i, "sys.status")).get("servo", {})
+                cause = held_up(self._cadence.longest, self._cadence.deadman_s) if self._cadence else ""
                 raise CoordError(f"segment {res.index}: {ax.label} is not running its plan (its plan is a "
                                  f"{pl.get('kind')} of {T:.6f} s, the segment's {pred:.6f} s; it is "
                                  f"{state.get('state')}, error {state.get('error')}: {state.get('reason')}; last "
-                                 f"rejection: {why or 'none'}); every axis stopped")
+                                 f"rejection: {why or 'none'}){'; ' + cause if cause else ''}; every axis stopped")
 
     async def _wait_at_rest(self, timeout: float = 10.0) -> None:
         """After a fault: no more setpoints; until every axis reports it is not engaged and at rest."""

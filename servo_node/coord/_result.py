@@ -13,6 +13,7 @@ import numpy as np
 
 from servo_node.otg import Trajectory
 
+from ._cadence import held_up
 from ._joints import LINE_WARN, Joints, Samples, measure
 from ._measure import plan_lag, plan_positions, progress_deviation
 from ._sync import AxisMotion, Sync, SyncPlan
@@ -148,6 +149,16 @@ class MoveResult:
     """What the joints did, from their own samples (None: not recorded)."""
     line_threshold: float = LINE_WARN
     """A measured deviation above this fraction of the stroke is a warning (``--check-line``)."""
+    setpoint_gap_s: float = math.nan
+    """The longest time between two sends of the setpoints from the burst to the measurement [second]
+    (:mod:`._cadence`)."""
+    deadman_s: float = math.inf
+    """The shortest deadman of the nodes [second]: a longer gap stops them."""
+
+    @property
+    def held_up(self) -> str:
+        """Why the nodes stopped if the coordinator made them (:func:`._cadence.held_up`), or ''."""
+        return held_up(self.setpoint_gap_s, self.deadman_s)
 
     @property
     def stopped(self) -> tuple[str, ...]:
@@ -181,6 +192,8 @@ class MoveResult:
         rows += [f"REJECTED by {r}" for r in self.rejected]
         rows += [f"STOPPED before arrival: {a} (a stop or another plan replaced this move's; left out of the "
                  f"spread)" for a in self.stopped]
+        if self.stopped and self.held_up:
+            rows.append(f"why: {self.held_up}")
 
         ref = min((a.arrival for a in self.axes if a.moves), default=self.sent_at)
         j = self.joints

@@ -32,6 +32,8 @@ class AxesInfo:
     """Each axis's ``dynamics`` period [second] (1 / ``servo.dynamics_rate``): its recording's expected spacing."""
     floors: tuple[Floors, ...] = ()
     """Each axis's smallest limits its node accepts (from ``sys.envelope``); none known: no floor."""
+    deadman_s: float = math.inf
+    """The shortest ``servo.deadman_timeout`` of the nodes [second]."""
 
 
 @dataclass(frozen=True)

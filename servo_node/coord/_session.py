@@ -43,11 +43,13 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from cyphal_common.collector import freeze_start_up_objects
 from cyphal_common.register_reads import READ_TIMEOUTS_S, read_register
 from cyphal_common.tasks import cancel_and_wait, gather_all
 from servo_node.setpoint import Floors, ProfileLimits
 
 from ._axes import Axis, CoordError
+from ._cadence import Cadence, repeat
 from ._joints import LINE_WARN
 from ._listen import Listener
 from ._result import AxisReport, MoveResult, Recorder, after_arrival, line_measures
@@ -181,6 +183,8 @@ class Coordinator:
         # Load (or compile) the OTG kernels now, off the event loop, so the move's planning time is planning only.
         await asyncio.get_running_loop().run_in_executor(None, optimal_duration,
                                                          AxisMotion(0.0, 0.0, 0.0, 1.0, ProfileLimits(-1, 1, -1, 1, 1)))
+        if self._shared_node is None:  # This process is the coordinator's (a console freezes its own).
+            freeze_start_up_objects()
 
     def close(self) -> None:
         """Leave the bus (a shared node: close this coordinator's ports only); idempotent."""
@@ -286,6 +290,7 @@ class Coordinator:
         t_burst = time.perf_counter()
         await self._burst(msgs)
         burst_s = time.perf_counter() - t_burst
+        cadence = Cadence(repeat_s, axes_info.deadman_s, time.monotonic())
         lead = await self._start()
         if lead > 0.0:
             stamp_from = self.start_at - JUDGED_BEFORE_START_S  # At rest until then: judged from the start.
@@ -295,31 +300,10 @@ class Coordinator:
         if on_sent is not None:
             on_sent(plan)
 
-        async def repeat() -> None:
-            """The setpoints again every ``repeat_s`` (a quarter of the shortest deadman, at most 0.1 s), the start
-            too while young (:meth:`repeat_start`). A failed send is reported and retried at the next period; a gap
-            past a deadman is reported, since the nodes then stop on their own (this process held up: a starved
-            host). Ends with the next move's burst (:meth:`_end_hold`) or this move's end."""
-            next_at = last = time.monotonic() + repeat_s
-            while True:
-                await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-                now = time.monotonic()
-                if now - last > 4.0 * repeat_s:
-                    _logger.warning("setpoints repeated %.3f s after the last (the nodes' deadman is %.3g s or more): "
-                                    "this process was held up; a node whose deadman expired stops", now - last,
-                                    4.0 * repeat_s)
-                try:
-                    await self._burst(msgs)
-                    await self.repeat_start(START_REPEAT_PERIODS * repeat_s)
-                except OSError as ex:  # E.g. ENOBUFS on a starved host: transient.
-                    _logger.warning("setpoints not sent (%s: %s); again in %.3g s", type(ex).__name__, ex, repeat_s)
-                except Exception:
-                    _logger.exception("the setpoints' repetition failed: the nodes stop on their deadman")
-                    raise
-                last = now
-                next_at += repeat_s
-                if next_at < now:  # After a stall: on from now, not a catch-up burst per missed period.
-                    next_at = now + repeat_s
+        async def send() -> None:
+            """The setpoints again, the start too while young (:meth:`repeat_start`)."""
+            await self._burst(msgs)
+            await self.repeat_start(START_REPEAT_PERIODS * repeat_s)
 
         async def mid_move() -> list[dict[str, Any]] | None:
             """Every node's ``sys.motion`` half-way: its plan, should a stop replace it after its arrival (a
@@ -331,12 +315,13 @@ class Coordinator:
                 return None
 
         end_mono = time.monotonic() + lead + max(predicted) + 0.15
-        feeder = self._hold = asyncio.create_task(repeat())
+        # Until the next move's burst (:meth:`_end_hold`) or this move's end.
+        feeder = self._hold = asyncio.create_task(repeat(send, cadence))
         mid = asyncio.create_task(mid_move())
         try:
             await asyncio.sleep(max(0.0, end_mono - time.monotonic()))
             result = await self._measure(seg, axes_info, sent_at, (stamp_from, stamp_to), burst_s, planning_s, lead,
-                                         await mid)
+                                         await mid, cadence)
             if on_result is not None:
                 on_result(result)
             if hold_s is None:
@@ -357,8 +342,9 @@ class Coordinator:
         if self.start_subject is not None and not self._start_checked:
             await check_start_subject(self, self.start_subject)
             self._start_checked = True
-        return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, min(d[0] for d in deadman) / 4.0),
-                        tuple(1.0 / r[0] for r in rates), tuple(floors))
+        shortest = min(d[0] for d in deadman)
+        return AxesInfo(tuple(limits), tuple(t[0] for t in tolerance), min(0.1, shortest / 4.0),
+                        tuple(1.0 / r[0] for r in rates), tuple(floors), shortest)
 
     async def start_states(self) -> list[tuple[float, float, float]]:
         """Every axis's (p, v, a) to plan from: measured, snapped to rest below :data:`REST_VELOCITY`, and an
@@ -428,9 +414,10 @@ class Coordinator:
 
     async def _measure(self, seg: Segment, info: AxesInfo, sent_at: float, judged: tuple[float, float],
                        burst_s: float, planning_s: float, lead_s: float,
-                       mid: Sequence[dict[str, Any]] | None) -> MoveResult:
-        """The result of a move: the nodes' reports (``mid``: their ``sys.motion`` half-way) and, if recorded, the
-        joints over ``judged`` (the window [from, to] on the samples' clock, once the samples reach its end)."""
+                       mid: Sequence[dict[str, Any]] | None, cadence: Cadence) -> MoveResult:
+        """The result of a move: the nodes' reports (``mid``: their ``sys.motion`` half-way), the longest pause of
+        its setpoints (``cadence``) and, if recorded, the joints over ``judged`` (the window [from, to] on the
+        samples' clock, once the samples reach its end)."""
         from servo_node.otg import plan as otg_plan
 
         plan, motions, predicted = seg.plan, seg.motions, seg.predicted
@@ -466,7 +453,7 @@ class Coordinator:
                                               sent_at, window, judged)
         deviation = joints.line.deviation if joints is not None else math.nan
         return MoveResult(plan, tuple(axes), sent_at, burst_s, planning_s, deviation, ref_dev, rate, tuple(rejected),
-                          joints, self.line_threshold)
+                          joints, self.line_threshold, cadence.longest, cadence.deadman_s)
 
     @property
     def dynamics(self) -> Listener:

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -223,8 +223,9 @@ def stop_all(procs: Iterable[subprocess.Popen[Any]], timeout: float = 10.0, sign
     return [proc.stdout.read() if proc.stdout else "" for proc in procs]
 
 
-def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
-    """Poll until ``predicate()`` is truthy (returns it) or fail after ``timeout`` seconds."""
+def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str | Callable[[], str] = "condition") -> Any:
+    """Poll until ``predicate()`` is truthy (returns it) or fail after ``timeout`` seconds; ``what`` names it in the
+    failure (a callable: called then, to tell the state at the timeout rather than at the start of the wait)."""
     deadline = time.monotonic() + timeout
     last_exc: Exception | None = None
     value = None
@@ -236,6 +237,11 @@ def wait_for(predicate: Any, timeout: float, interval: float = 0.2, what: str = 
         except (AssertionError, subprocess.TimeoutExpired, json.JSONDecodeError, KeyError, TypeError) as ex:
             last_exc = ex
         time.sleep(interval)
+    if callable(what):
+        try:
+            what = what()
+        except Exception as ex:  # The description must not hide the timeout.
+            what = f"(its description failed: {type(ex).__name__}: {ex})"
     raise AssertionError(f"timed out waiting for {what}; last value: {value!r}, last error: {last_exc}")
 
 

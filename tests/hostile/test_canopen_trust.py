@@ -147,6 +147,25 @@ def test_a_strangers_frame_stops_the_joint_names_the_cause_and_rearm_recovers(at
         _rearm_and_move_to_zero(r, s)
 
 
+def test_an_idle_drive_disabled_by_a_stranger_is_an_error_at_the_next_setpoint_not_a_motion_that_never_starts(
+        tmp_path: Path) -> None:
+    """The drive idle in SWITCHED ON, a stranger's Disable Voltage (0x6040 := 0): SWITCH ON DISABLED, from where our
+    Switch On is no transition. The next setpoints engage the loop, which waits for the drive to take commands; the
+    wait is bounded in every state (it was only from SWITCHED ON: the axis said "engaged, following the setpoint"
+    while nothing moved, for good): error 11 naming the state, and the re-arm brings it back."""
+    with rig(tmp_path) as r, stranger(r.iface, DRIVE_ID) as s:
+        _up(r)
+        s.write(0x6040, None, 0)
+        wait_for(lambda: r.drive()["state"] == "SWITCH ON DISABLED", timeout=30, what="the drive disabled")
+        with r.publishing(5.0):
+            status = wait_for(lambda: (x := r.servo())["error"] != 0 and x, timeout=8 * TIMEOUT_S + 10,
+                              what=lambda: f"the servo's error: {r.servo()} {r.drive()}")
+            assert status["error"] == 11 and "Enable Operation not taken" in status["reason"], status
+            assert "SWITCH ON DISABLED" in status["reason"], status
+            assert abs(s.joint().p) <= V_REST, s.joint()
+        _rearm_and_move_to_zero(r, s)
+
+
 def _rearm_and_move_to_zero(r: Rig, s: Stranger) -> None:
     out = y("cmd", "-T", "20", str(NODE), str(REARM), env=r.env, timeout=60)
     assert '"status":0' in out.replace(" ", ""), out

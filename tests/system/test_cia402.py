@@ -185,6 +185,24 @@ def test_drive_fault_is_an_error_with_its_code_until_rearmed_then_a_dead_drive_i
         assert "heartbeat" in s["reason"] or "feedback" in s["reason"], s
 
 
+def test_a_drive_held_up_past_its_timeout_is_lost_then_moves_on_the_next_setpoints(tmp_path: Path) -> None:
+    """The emulated drive's process stopped (SIGSTOP) for 1.5 s once up, as a starved host would hold it: drive lost
+    (error 3, its feedback silent past ``servo.drive.feedback_timeout``); heard again, the axis is in standby and the
+    next setpoints bring the drive up again and move the joint to its target."""
+    with rig(tmp_path) as r:
+        _up(r)
+        r.plant_proc.send_signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: r.servo()["error"] == 3, timeout=30, what="drive lost")
+            time.sleep(1.0)
+        finally:
+            r.plant_proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: r.servo()["state"] == "standby", timeout=30, what=lambda: f"standby: {r.servo()}")
+        with r.publishing(TARGET):
+            wait_for(lambda: abs(r.motion()["meas"][0] - TARGET) < 0.01, timeout=60,
+                     what=lambda: f"at {TARGET}: {r.servo()} {r.drive()}")
+
+
 def test_homing_on_command_then_a_killed_servo_leaves_the_drive_to_quick_stop_at_rest(tmp_path: Path) -> None:
     """Homing runs on the explicit command only (mode 6, the offset from its register) and the drive is back in its
     cyclic mode; then SIGKILL of the servo mid-move: the drive's heartbeat watch (0x1016, 0x6007 = 3) quick-stops
@@ -305,7 +323,8 @@ def test_two_axes_on_one_bus(tmp_path: Path) -> None:
                 with popen(pub, e):
                     for axis, target in (("left", 2.0), ("right", -1.0)):
                         wait_for(lambda a=axis, t=target: abs(reader.json(f"{a}.sys.motion")["meas"][0] - t) < 0.01,
-                                 timeout=60, what=f"{axis} at {target}: {reader.json(f'{axis}.sys.status')}")
+                                 timeout=60,
+                                 what=lambda a=axis, t=target: f"{a} at {t}: {reader.json(f'{a}.sys.status')}")
                 assert [reader.json(f"{a}.sys.drive")["node"] for a in ("left", "right")] == [5, 6]
             finally:
                 reader.close()

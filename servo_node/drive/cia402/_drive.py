@@ -11,12 +11,14 @@ the SYNC they answer; what the drive's PDOs cannot carry is read by SDO (:mod:`.
 (:mod:`._scaling`). A drive that keeps its own PDO mapping is commanded and read through it
 (:class:`._bringup.PdoLayout`).
 
-Nothing the drive does is assumed: each cycle and each heartbeat it is judged by what it says (:mod:`._verify`),
-its communication objects are read back, and when it no longer follows us it is stopped by every channel
-(:mod:`._escalate`). A fault (statusword, 0x603F), a change we did not make, another master, a silent heartbeat or
-a failed bring-up is :meth:`Cia402Drive.fault`; only :meth:`Cia402Drive.rearm` — the whole bring-up again
-(:mod:`._walks`) — clears it. The receive and cycle threads stay O(1) per frame: what can wait runs on the drive's
-one worker thread (:mod:`._worker`), and what a stranger can send at bus rate is counted (:mod:`._notes`).
+Nothing the drive does is assumed: each cycle and each heartbeat it is judged by what it says (:mod:`._verify`), its
+communication objects are read back, and when it no longer follows us it is stopped by every channel
+(:mod:`._escalate`). A fault (statusword, 0x603F), a change we did not make, another master, a silent heartbeat or a
+failed bring-up is :meth:`Cia402Drive.fault`; only :meth:`Cia402Drive.rearm` — the whole bring-up again
+(:mod:`._walks`) — clears it, except a silence: a drive heard again is brought up again by itself (no fault reset;
+one found in FAULT keeps it until the re-arm). The receive and cycle threads stay O(1) per frame: what can wait runs
+on the drive's one worker thread (:mod:`._worker`), and what a stranger can send at bus rate is counted
+(:mod:`._notes`).
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Cia402Drive(BusDrive):
         self._watch = Watch(self.c)
         self._tx = np.empty(link.N_TX)
         self._enable_asked_at = math.nan
+        self._recovering = False  # A recovery after a silence is under way (the worker's ``recover``).
         self._p_received = 0.0
         self._last_v = math.nan
         self._last_stamp = math.nan
@@ -205,8 +208,6 @@ class Cia402Drive(BusDrive):
         c = self.c
         if state in ("SWITCHED ON", "OPERATION ENABLED"):
             if engaged and c.fault is None and c.up:
-                if state == "SWITCHED ON" and math.isnan(self._enable_asked_at):
-                    self._enable_asked_at = time.monotonic()
                 if c.ident.mode == od.MODE_IP and state == "OPERATION ENABLED":
                     return od.CW_ENABLE | od.CW_IP_ENABLE  # Enabled: now it interpolates our records.
                 return od.CW_ENABLE
@@ -221,8 +222,10 @@ class Cia402Drive(BusDrive):
         if verdict is not None:
             c.lose_control(verdict)
         now = time.monotonic()
-        if state == "OPERATION ENABLED" or not engaged:
+        if state == "OPERATION ENABLED" or not engaged or not c.up or c.walking or c.stopping or c.fault is not None:
             self._enable_asked_at = math.nan
+        elif math.isnan(self._enable_asked_at):
+            self._enable_asked_at = now  # The loop commands: the drive must be enabled, from whatever state.
         elif now - self._enable_asked_at > self.s.timeout_s:
             self._enable_asked_at = math.nan
             c.set_fault(ErrorCode.DRIVE_FAULT, f"{c.name}: Enable Operation not taken within {self.s.timeout_s:g} s; "
@@ -236,9 +239,15 @@ class Cia402Drive(BusDrive):
                 c.wake.set()
             else:
                 c.set_fault(ErrorCode.DRIVE_LOST, f"{c.name}: heartbeat silent for {silent:.3g} s (> {limit:g} s)")
-        elif lost and silent <= limit:
-            c.fault = None  # It is heard again: lost, not faulted (as the loop's own drive-lost ends).
-            c.notes.step(f"{c.name}: heartbeat heard again")
+        elif lost and silent <= limit and not self._recovering:
+            # Heard again: brought up again before the loss ends (its reaction to the silence may have disabled it;
+            # a drive left in SWITCH ON DISABLED took no Enable Operation and nothing moved, the axis "engaged").
+            self._recovering = True
+            c.notes.step(f"{c.name}: heartbeat heard again; bringing it up again")
+            self._worker.submit("recover").add_done_callback(self._recovered)
+
+    def _recovered(self, _done: Future[bool]) -> None:
+        self._recovering = False
 
     # ---------------------------------------------------------------- receptions (canopen's receive thread)
 

@@ -1,15 +1,16 @@
-"""The walks of one CiA 402 drive, on its worker thread (SDO and NMT are blocking): bring-up, re-arm, homing,
-stand-down, and reading a fault's code.
+"""The walks of one CiA 402 drive, on its worker thread (SDO and NMT are blocking): bring-up, re-arm, recovery
+after a silence, homing, stand-down, and reading a fault's code.
 
-A bring-up is the whole of it every time, the first and each re-arm alike: listen for another master first (nothing
-is sent while one is heard), identify and choose the mode (:mod:`._identify`), the units (:mod:`._scaling`), the
-communication objects the drive has (:mod:`._comm`), the mode, the PDO mapping (:mod:`._mapping`), NMT OPERATIONAL,
-the first TPDO and a heartbeat (or guarding answer) that says OPERATIONAL, then the state machine to SWITCHED ON (a
-re-arm resets a fault — controlword bit 7 held, a second edge halfway — and leaves a quick stop first) and the mode
-display checked against the mode we set. Only then is the drive :attr:`~._context.DriveContext.up` (supervised,
-commanded by the loop). A walk owns the controlword while it runs and stops at once (:class:`WalkInterruptedError`)
-when a stop by every channel is asked. A drive that does not answer yet is waited for, without an error, for
-``servo.drive.canopen.boot_timeout`` (a drive that takes seconds to boot; its boot-up message ends the wait).
+A bring-up is the whole of it every time, the first, each re-arm and each recovery after a silence alike: listen for
+another master first (nothing is sent while one is heard), identify and choose the mode (:mod:`._identify`), the
+units (:mod:`._scaling`), the communication objects the drive has (:mod:`._comm`), the mode, the PDO mapping
+(:mod:`._mapping`), NMT OPERATIONAL, the first TPDO and a heartbeat (or guarding answer) that says OPERATIONAL, then
+the state machine to SWITCHED ON (a re-arm resets a fault — controlword bit 7 held, a second edge halfway — and
+leaves a quick stop first) and the mode display checked against the mode we set. Only then is the drive
+:attr:`~._context.DriveContext.up` (supervised, commanded by the loop). A walk owns the controlword while it runs
+and stops at once (:class:`WalkInterruptedError`) when a stop by every channel is asked. A drive that does not
+answer yet is waited for, without an error, for ``servo.drive.canopen.boot_timeout`` (a drive that takes seconds to
+boot; its boot-up message ends the wait).
 """
 
 from __future__ import annotations
@@ -248,6 +249,43 @@ def rearm(c: DriveContext, cycler: Callable[[], None]) -> bool:
         c.walking = False
     c.fault, c.emcy, c.error_code, c.stop_reason = None, None, 0, None
     c.notes.step(f"{c.name} re-armed: {c.state()} in {od.mode_name(c.mode_cmd)}, NMT {od.nmt_name(c.nmt)}")
+    return True
+
+
+def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
+    """The drive heard again after a silence that lost it: the whole bring-up again, without a fault reset. Its
+    reaction to the silence (0x6007: Disable Voltage, Quick Stop, a fault) or a reboot may have left it anywhere; it
+    is walked back to SWITCHED ON as at the start, or, found in FAULT, its fault is read and held until a re-arm.
+    The loss stays the axis's error until then (nothing moves meanwhile). A drive back from a stall first works off
+    what queued up meanwhile (its answers come late, then answer our next requests): one that does not answer in
+    time is tried again every :data:`ANSWER_RETRY_S`, late answers drained, for ``boot_timeout`` as a booting drive
+    is. True once up again."""
+    give_up_at = time.monotonic() + c.s.boot_timeout_s
+    try:
+        while True:
+            _drain(c)
+            try:
+                attempt(c, cycler, reset_fault=False)
+                break
+            except NoAnswerError:
+                c.walking = False
+                if time.monotonic() >= give_up_at or _pause(c, ANSWER_RETRY_S):
+                    raise
+    except Exception as ex:  # Held until a re-arm; the drive stays as it is.
+        text = str(ex) if isinstance(ex, BringUpError) else repr(ex)
+        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: heard again after its silence, but not brought up again: "
+                   f"{text}")
+        c.notes.step(c.fault[1])
+        return False
+    finally:
+        c.walking = False
+    state = c.state()
+    c.fault = None
+    if state in ("FAULT", "FAULT REACTION ACTIVE"):
+        read_fault(c, state, c.statusword)  # Its reaction to the silence, or a fault of its own.
+        return False
+    c.notes.step(f"{c.name}: heard again after its silence and brought up again: {state} in "
+                 f"{od.mode_name(c.mode_cmd)}")
     return True
 
 

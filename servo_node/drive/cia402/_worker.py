@@ -54,7 +54,8 @@ class Worker:
             self._thread.start()
 
     def submit(self, kind: str) -> Future[bool]:
-        """A job (``rearm``, ``home``, ``stand_down``) for the thread; its future holds whether it succeeded."""
+        """A job (``rearm``, ``recover``, ``home``, ``stand_down``) for the thread; its future holds whether it
+        succeeded."""
         fut: Future[bool] = Future()
         if self._thread is None or not self._thread.is_alive():
             fut.set_result(False)
@@ -156,6 +157,11 @@ class Worker:
         c = self.c
         if kind == "rearm":
             ok = walks.rearm(c, self._cycler)
+            if ok:
+                self.readback.reset(plan(c))
+            return ok
+        if kind == "recover":
+            ok = walks.recover(c, self._cycler)
             if ok:
                 self.readback.reset(plan(c))
             return ok

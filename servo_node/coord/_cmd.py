@@ -35,6 +35,8 @@ EXIT_CODE_UNJUDGED = 4
 """``--check-line``: no deviation above the threshold was seen, but part of a move could not be judged (lost
 samples)."""
 VERDICT_CODES = {"ok": 0, "above": EXIT_CODE_LINE, "unjudged": EXIT_CODE_UNJUDGED}
+FAILED = "failed"
+"""The verdict of a move an axis did not make (REJECTED, STOPPED): exit :data:`EXIT_CODE_UNSUCCESSFUL`."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -169,7 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _checked(check: float | None, verdicts: Sequence[str]) -> int:
-    """The exit status of ``--check-line`` (0 without it): the worst of the moves' verdicts."""
+    """The exit status: 100 if an axis did not make the move (rejected, stopped), else that of ``--check-line`` (0
+    without it), the worst of the moves' verdicts."""
+    if FAILED in verdicts:
+        print("servo-coord: the move was not made: an axis rejected it or was stopped (above)", file=sys.stderr)
+        return EXIT_CODE_UNSUCCESSFUL
     if check is None:
         return 0
     if "above" in verdicts:
@@ -195,7 +201,7 @@ def _move(args: argparse.Namespace, axes: Sequence[Any],
         print(f"sent: {plan.summary}", flush=True)
 
     def result(r: Any) -> None:
-        verdicts.append(r.line_verdict)
+        verdicts.append(FAILED if r.rejected or r.stopped else r.line_verdict)
         print(r.table(), flush=True)
 
     async def work(coord: Any) -> None:

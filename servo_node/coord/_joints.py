@@ -206,6 +206,9 @@ class Joints:
                  straight: bool = True) -> tuple[str, str, list[str]]:
         """(arrival spread text, line deviation text, notes on lost samples and unknown arrivals) for a report;
         the deviation is judged against ``threshold`` only if the move is meant to be ``straight``."""
+        if not any(self.moving):
+            return ("measured: none (no axis ran this move's plan)", "measured: none (no axis ran this move's plan)",
+                    [])
         spread = (f"measured {self.spread * 1e3:.3f} ms (last entry into ±{ARRIVAL_BAND * 100:g} % of the stroke, "
                   f"from the joints' dynamics)" if math.isfinite(self.spread) else "measured: unknown")
         rates = sorted({round(1.0 / p) for p, m in zip(self.periods, self.moving, strict=True) if m and p > 0.0})

@@ -43,6 +43,7 @@ def test_a_coordinator_held_up_past_the_deadman_says_the_joints_stopped_for_it(t
                 pass
             out = stop(p)
         print(out)
+        assert p.returncode == 100 and "servo-coord: the move was not made" in out, (p.returncode, out)
         # Its setpoints paused for the second it was stopped: past the nodes' deadman (0.5 s), each stopped its
         # joint; the coordinator reports the pause as the cause, with the warning as it happened.
         gap = re.search(r"why: the coordinator sent no setpoint for ([\d.]+) s, longer than the nodes' deadman "

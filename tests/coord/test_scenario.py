@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -55,11 +55,15 @@ def servos(bus: Mapping[str, str], tmp: Path, axes: Sequence[tuple], start: bool
         yield reader
 
 
-def _move(bus: Mapping[str, str], axes: Sequence[tuple], targets: Sequence[float], *extra: str) -> tuple[int, str]:
-    """``servo-coord move`` to ``targets`` (holding 0.3 s after the move): its exit status and output."""
+def _move(bus: Mapping[str, str], axes: Sequence[tuple], targets: Sequence[float], *extra: str, hold: str = "0.3",
+          during: Callable[[subprocess.Popen[str]], None] | None = None) -> tuple[int, str]:
+    """``servo-coord move`` to ``targets`` (holding ``hold`` s after the move; ``during`` is given the process once
+    started): its exit status and output."""
     cli = [a for node_id, sp, dyn, *_ in axes for a in ("--axis", f"{node_id}:{sp}:{dyn}")]
     to = ",".join(f"{x:g}" for x in targets)
-    with popen([*COORD, "move", *cli, f"--to={to}", "--hold", "0.3", *extra], _env(bus, UAVCAN__NODE__ID="100")) as p:
+    with popen([*COORD, "move", *cli, f"--to={to}", "--hold", hold, *extra], _env(bus, UAVCAN__NODE__ID="100")) as p:
+        if during is not None:
+            during(p)
         try:
             p.wait(120)
         except subprocess.TimeoutExpired:

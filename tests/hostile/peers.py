@@ -58,6 +58,10 @@ class FakeDrive:
     commands: list[tuple[float, float]] = field(default_factory=list)
     """(time.monotonic, velocity) of every setpoint from the servo."""
     foreign_commands: int = 0
+    trace: list[tuple[float, float]] = field(default_factory=list)
+    """(time.monotonic, p) at every step of the drive (its truth, whatever it reports)."""
+    lied_at: float = math.nan
+    """When the drive first published a report rewritten by :attr:`lie` [time.monotonic]."""
 
     def peak_since(self, t: float) -> float:
         return max((abs(v) if math.isfinite(v) else math.inf for at, v in self.commands if at >= t), default=0.0)
@@ -128,6 +132,9 @@ class Peers(BusThread):
             v = d.v_cmd if d.engaged and math.isfinite(d.v_cmd) else 0.0
             d.p += v * (now - last)
             last = now
+            d.trace.append((now, d.p))
+            if d.lie is not None and math.isnan(d.lied_at):
+                d.lied_at = now
             p, vr, stamp = (d.lie or (lambda a, b, c: (a, b, c)))(d.p, v, now)
             await pub.publish(make_dynamics_ts(True, int(stamp * 1e6), p, vr, 0.0, 0.0))
 

@@ -5,6 +5,9 @@ dispatchers, pycyphal, the DSDL types). Each full collection scans them all hold
 node, 0.2–0.5 s in a coordinator beside SCHED_FIFO nodes on two cores. Meanwhile nothing of the process's Python
 runs: a coordinator's setpoint repetitions pause, and a node's deadman (0.5 s) stops a move that was never meant to
 stop. Frozen, they are never scanned again; what the process makes later is collected as before.
+
+The one full collection a process still makes, of the garbage there is, runs where nothing has a deadline yet
+(before its threads start, or while a restarting node is down); the freeze, once up, is O(1).
 """
 
 from __future__ import annotations
@@ -12,10 +15,19 @@ from __future__ import annotations
 import gc
 
 
-def freeze_start_up_objects() -> None:
-    """Collect the garbage there is, then freeze every object alive (O(1)); call it once up, and again after a
-    restart: what an earlier call froze is unfrozen first, so a restarted node's old objects are collected, not
-    kept for good. The collection holds the GIL once, at start (about as long as one full collection did)."""
+def collect_all() -> None:
+    """Collect every garbage object, frozen ones included (a restarted node's old objects): one full collection,
+    holding the GIL for as long, so where nothing has a deadline."""
     gc.unfreeze()
     gc.collect()
+
+
+def freeze_alive() -> None:
+    """Every object alive now out of the collector's reach (O(1)): call it once up."""
     gc.freeze()
+
+
+def freeze_start_up_objects() -> None:
+    """:func:`collect_all`, then :func:`freeze_alive`: for a process up with nothing yet to keep in time."""
+    collect_all()
+    freeze_alive()

@@ -286,7 +286,7 @@ class ServoNode:
         self._supervision = asyncio.create_task(self._supervise_axes(list(self._axes)), name="supervise-axes")
         # Everything alive now (modules, kernels, the node) out of the cyclic collector's reach: a full collection
         # then scans only what came since, not 170,000 objects (105 ms holding the GIL: setpoints unread meanwhile).
-        freeze_start_up_objects()
+        freeze_start_up_objects()  # Before OPERATIONAL: its one full collection holds nothing up that is due.
         await go_operational(node)
         self.ready.set()
         _logger.info("Node %s up with %d axis(es): %s", node.id, len(self._axes), node)

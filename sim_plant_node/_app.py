@@ -26,7 +26,7 @@ import uavcan.time
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Health, Mode
 
-from cyphal_common.collector import freeze_start_up_objects
+from cyphal_common.collector import collect_all, freeze_alive
 from cyphal_common.joint_registers import JOINT_SPECS, joint_params
 from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
@@ -335,9 +335,10 @@ async def run(registry_file: str | None, fresh_registry: bool = False) -> int:
         await loop.run_in_executor(None, Joint.warm_up, config.params)  # The heartbeat keeps going meanwhile.
         plant = Plant(config.params, config.step_rate)
         app = SimPlantNode(node, plant, config.publish_rate, config.quick_stop_deceleration)
+        collect_all()  # Before the joint steps and publishes: a full collection would hold its feedback up.
         plant.start()
         app.start()
-        freeze_start_up_objects()  # A full collection would hold its feedback up.
+        freeze_alive()
         await go_operational(node)
         _logger.info("sim-plant up: node %s, %s joint %s", node.id, config.params.kind, config.params)
         stop = asyncio.Event()

@@ -29,7 +29,7 @@ import pycyphal.application
 from pycyphal.application import register
 from pycyphal.application.heartbeat_publisher import Mode
 
-from cyphal_common.collector import freeze_start_up_objects
+from cyphal_common.collector import collect_all, freeze_alive
 from cyphal_common.node_mode import go_operational
 from cyphal_common.register_access import serve_register_access
 from cyphal_common.registers import RegisterSpec, ValidatingRegistry, declare, real64, scalar
@@ -91,10 +91,11 @@ async def run_arm(registry_file: str | None, fresh_registry: bool = False) -> in
         drive = ArmDrive(ArmParams(), motors, position, rates[0], brake=_read(registry, "arm.brake") == 1.0)
         apps = [SimPlantNode(node, joint, rates[1], rates[2], service=name, own_health=False)
                 for name, joint in zip(JOINTS, drive.joints, strict=True)]
+        collect_all()  # Before the joints step and publish: a full collection would hold their feedback up.
         drive.start()
         for app in apps:
             app.start()
-        freeze_start_up_objects()  # A full collection would hold its feedback up.
+        freeze_alive()
         await go_operational(node)
         _logger.info("sim-plant --arm up: node %s, joints %s at %s rad, motors %s", node.id, JOINTS, position, motors)
 

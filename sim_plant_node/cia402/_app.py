@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import can
 import canopen
 
-from cyphal_common.collector import freeze_start_up_objects
+from cyphal_common.collector import collect_all, freeze_alive
 from cyphal_common.transport import open_can_bus
 from sim_plant import Joint, JointParams
 
@@ -350,12 +350,13 @@ async def run(registry_file: str | None, fresh_registry: bool, node_id: int, ifa
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    collect_all()  # Before its threads start: its frames come from them.
     try:
         await loop.run_in_executor(None, emulator.start)
     except ValueError as ex:  # A malformed or unopenable CAN iface, an unloadable --eds.
         print(f"sim-plant: {ex}", file=sys.stderr)
         return 2
-    freeze_start_up_objects()  # Its frames come from threads: a full collection would hold them up.
+    freeze_alive()
     try:
         await stop.wait()
     finally:

@@ -122,7 +122,8 @@ def test_readiness_gating_and_rejections(node_env: dict[str, str]) -> None:
         # each either ignored, or not applied at all behind a newer one queued with it (a busy node's batch).
         wait_for(lambda b=before: (c := counters())["ignored_unarmed"] > b[0]
                  and c["ignored_unarmed"] + c["coalesced"] >= b[1] + 4, timeout=30,
-                 what=f"the setpoints under readiness {readiness} ignored and counted")
+                 what=lambda r=readiness, b=before: f"the setpoints under readiness {r} ignored and counted "
+                                                    f"(before {b}): {counters()}, {servo(env)}")
         assert servo(env)["state"] == "standby"
         assert not _obs().json("sys.motion")["engaged"]
 

@@ -203,6 +203,23 @@ def test_a_drive_held_up_past_its_timeout_is_lost_then_moves_on_the_next_setpoin
                      what=lambda: f"at {TARGET}: {r.servo()} {r.drive()}")
 
 
+def test_a_servo_held_up_while_idle_brings_its_drive_up_again_when_the_drive_reacted(tmp_path: Path) -> None:
+    """The servo's process stopped (SIGSTOP) for 1.5 s while idle, as a loaded host holds it: the drive misses our
+    heartbeat and reacts as 0x6007 says (Disable Voltage: SWITCH ON DISABLED, EMCY 0x8130). Back, the servo finds
+    it so, brings it up again, and the next setpoints move the joint (ci96 and ci100: two axes on one bus, one drive
+    disabled so at start-up, and 60 s of setpoints moved nothing)."""
+    with rig(tmp_path) as r:
+        _up(r)
+        r.servo_proc.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        r.servo_proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: r.drive()["state"] == "SWITCHED ON" and r.servo()["state"] == "standby", timeout=30,
+                 what=lambda: f"the drive up again: {r.servo()} {r.drive()}")
+        with r.publishing(TARGET):
+            wait_for(lambda: abs(r.motion()["meas"][0] - TARGET) < 0.01, timeout=60,
+                     what=lambda: f"at {TARGET}: {r.servo()} {r.drive()}")
+
+
 def test_homing_on_command_then_a_killed_servo_leaves_the_drive_to_quick_stop_at_rest(tmp_path: Path) -> None:
     """Homing runs on the explicit command only (mode 6, the offset from its register) and the drive is back in its
     cyclic mode; then SIGKILL of the servo mid-move: the drive's heartbeat watch (0x1016, 0x6007 = 3) quick-stops

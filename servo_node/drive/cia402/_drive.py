@@ -44,7 +44,7 @@ from ._context import DriveContext
 from ._registers import specs
 from ._units import cycle_targets, drive_view
 from ._verify import cycle_verdict, heartbeat_verdict
-from ._watch import Watch
+from ._watch import Watch, emcy_text
 from ._worker import Worker
 
 if TYPE_CHECKING:
@@ -53,6 +53,11 @@ if TYPE_CHECKING:
 _logger = logging.getLogger(__name__)
 
 FAULT_STATES = ("FAULT", "FAULT REACTION ACTIVE", "QUICK STOP ACTIVE")
+EMCY_COMMUNICATION = 0x8100
+"""EMCY codes 0x81xx: communication errors (0x8130 life guard or heartbeat), CiA 301."""
+EMCY_RECENT_S = 5.0
+"""A drive idle out of SWITCHED ON is taken to have reacted to a communication error only if it said so this
+recently (its EMCY, then our SYNC and its TPDO after our stall)."""
 
 
 class Cia402Drive(BusDrive):
@@ -242,9 +247,22 @@ class Cia402Drive(BusDrive):
         elif lost and silent <= limit and not self._recovering:
             # Heard again: brought up again before the loss ends (its reaction to the silence may have disabled it;
             # a drive left in SWITCH ON DISABLED took no Enable Operation and nothing moved, the axis "engaged").
-            self._recovering = True
-            c.notes.step(f"{c.name}: heartbeat heard again; bringing it up again")
-            self._worker.submit("recover").add_done_callback(self._recovered)
+            self._recover(f"{c.name}: heartbeat heard again")
+        elif c.up and c.fault is None and not (engaged or c.walking or c.stopping or self._recovering) \
+                and state in ("SWITCH ON DISABLED", "READY TO SWITCH ON") and c.emcy is not None \
+                and c.emcy[0] & 0xFF00 == EMCY_COMMUNICATION and now - c.emcy_at <= EMCY_RECENT_S:
+            # Idle, it left SWITCHED ON and said why: a communication error (0x8130: our heartbeat held up, a loaded
+            # host). Nothing moved and nothing is commanded: brought up again, as when heard again. Left without a
+            # word (another node's Disable Voltage?), it stays so: the next setpoint is error 11 naming its state.
+            self._recover(f"{c.name} left SWITCHED ON: {state} (statusword 0x{c.statusword:04X}), "
+                          f"{emcy_text(c.emcy)}")
+
+    def _recover(self, why: str) -> None:
+        """The whole bring-up again on the worker (``recover``: no fault reset), once at a time."""
+        self._recovering = True
+        self.c.notes.step(f"{why}; bringing it up again")
+        _logger.warning("%s; bringing it up again", why)
+        self._worker.submit("recover").add_done_callback(self._recovered)
 
     def _recovered(self, _done: Future[bool]) -> None:
         self._recovering = False

@@ -226,6 +226,13 @@ def _pause(c: DriveContext, seconds: float) -> bool:
     return c.closing.is_set()
 
 
+def _unanswered(ex: BringUpError) -> bool:
+    """A step without its answer (none in time, or another's late one in its place), not a refusal."""
+    import canopen
+
+    return isinstance(ex, NoAnswerError) or isinstance(ex.__cause__, canopen.SdoCommunicationError)
+
+
 def _drain(c: DriveContext) -> None:
     """Late answers to what timed out must not answer anew."""
     while not c.node.sdo.responses.empty():
@@ -253,10 +260,11 @@ def rearm(c: DriveContext, cycler: Callable[[], None]) -> bool:
 
 
 def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
-    """The drive heard again after a silence that lost it: the whole bring-up again, without a fault reset. Its
-    reaction to the silence (0x6007: Disable Voltage, Quick Stop, a fault) or a reboot may have left it anywhere; it
-    is walked back to SWITCHED ON as at the start, or, found in FAULT, its fault is read and held until a re-arm.
-    The loss stays the axis's error until then (nothing moves meanwhile). A drive back from a stall first works off
+    """The drive heard again after a silence that lost it, or found idle out of SWITCHED ON by itself: the whole
+    bring-up again, without a fault reset. Its reaction to a silence, ours or its own (0x6007: Disable Voltage,
+    Quick Stop, a fault), or a reboot may have left it anywhere; it is walked back to SWITCHED ON as at the start,
+    or, found in FAULT, its fault is read and held until a re-arm. A loss stays the axis's error until then
+    (nothing moves meanwhile). A drive back from a stall first works off
     what queued up meanwhile (its answers come late, then answer our next requests): one that does not answer in
     time is tried again every :data:`ANSWER_RETRY_S`, late answers drained, for ``boot_timeout`` as a booting drive
     is. True once up again."""
@@ -267,14 +275,13 @@ def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
             try:
                 attempt(c, cycler, reset_fault=False)
                 break
-            except NoAnswerError:
+            except BringUpError as ex:
                 c.walking = False
-                if time.monotonic() >= give_up_at or _pause(c, ANSWER_RETRY_S):
+                if not _unanswered(ex) or time.monotonic() >= give_up_at or _pause(c, ANSWER_RETRY_S):
                     raise
     except Exception as ex:  # Held until a re-arm; the drive stays as it is.
         text = str(ex) if isinstance(ex, BringUpError) else repr(ex)
-        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: heard again after its silence, but not brought up again: "
-                   f"{text}")
+        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: not brought up again: {text}")
         c.notes.step(c.fault[1])
         return False
     finally:
@@ -284,8 +291,8 @@ def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
     if state in ("FAULT", "FAULT REACTION ACTIVE"):
         read_fault(c, state, c.statusword)  # Its reaction to the silence, or a fault of its own.
         return False
-    c.notes.step(f"{c.name}: heard again after its silence and brought up again: {state} in "
-                 f"{od.mode_name(c.mode_cmd)}")
+    c.emcy = None  # Its cause is over: a later leave is judged by what it says then.
+    c.notes.step(f"{c.name} brought up again: {state} in {od.mode_name(c.mode_cmd)}")
     return True
 
 

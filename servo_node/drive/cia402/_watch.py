@@ -100,7 +100,7 @@ class Watch:
         code, register = data[0] | (data[1] << 8), data[2]
         if code & 0xFF00 == 0:
             return  # Error reset / no error.
-        self.c.emcy = (code, register)
+        self.c.emcy, self.c.emcy_at = (code, register), time.monotonic()
         self.emcy.hit((code, register))
 
     def _on_sdo_request(self, _can_id: int, data: bytes, _timestamp: float) -> None:

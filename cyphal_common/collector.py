@@ -7,7 +7,7 @@ runs: a coordinator's setpoint repetitions pause, and a node's deadman (0.5 s) s
 stop. Frozen, they are never scanned again; what the process makes later is collected as before.
 
 The one full collection a process still makes, of the garbage there is, runs where nothing has a deadline yet
-(before its threads start, or while a restarting node is down); the freeze, once up, is O(1).
+(before its threads start, or before a node says it is OPERATIONAL); the freeze, once up, is O(1).
 """
 
 from __future__ import annotations

@@ -63,8 +63,9 @@ class DriveContext:
         self.f_permille = 0
         self.tpdo_at = -math.inf
         self.emcy: tuple[int, int] | None = None
-        self.emcy_at = -math.inf  # When it came [time.monotonic].
         """The last EMCY's (error code, error register)."""
+        self.emcy_at = -math.inf
+        """When it came [time.monotonic]."""
         self.error_code = 0
         # ---- what we command
         self.cw = od.CW_SHUTDOWN

@@ -15,10 +15,10 @@ Nothing the drive does is assumed: each cycle and each heartbeat it is judged by
 communication objects are read back, and when it no longer follows us it is stopped by every channel
 (:mod:`._escalate`). A fault (statusword, 0x603F), a change we did not make, another master, a silent heartbeat or a
 failed bring-up is :meth:`Cia402Drive.fault`; only :meth:`Cia402Drive.rearm` — the whole bring-up again
-(:mod:`._walks`) — clears it, except a silence: a drive heard again is brought up again by itself (no fault reset;
-one found in FAULT keeps it until the re-arm). The receive and cycle threads stay O(1) per frame: what can wait runs
-on the drive's one worker thread (:mod:`._worker`), and what a stranger can send at bus rate is counted
-(:mod:`._notes`).
+(:mod:`._walks`) — clears it, except a silence: a drive heard again, or one found idle out of SWITCHED ON after a
+communication EMCY, is brought up again by itself (no fault reset; one found in FAULT keeps it until the re-arm).
+The receive and cycle threads stay O(1) per frame: what can wait runs on the drive's one worker thread
+(:mod:`._worker`), and what a stranger can send at bus rate is counted (:mod:`._notes`).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class Cia402Drive(BusDrive):
         self._watch = Watch(self.c)
         self._tx = np.empty(link.N_TX)
         self._enable_asked_at = math.nan
-        self._recovering = False  # A recovery after a silence is under way (the worker's ``recover``).
+        self._recovering = False  # A bring-up again is under way (the worker's ``recover``).
         self._p_received = 0.0
         self._last_v = math.nan
         self._last_stamp = math.nan
@@ -221,7 +221,8 @@ class Cia402Drive(BusDrive):
 
     def _supervise(self, engaged: bool, state: str) -> None:
         """The drive judged against what we command (:func:`._verify.cycle_verdict`); the transition timeout of
-        Enable Operation; the drive's heartbeat."""
+        Enable Operation; the drive's heartbeat; a drive to bring up again (heard again, or idle out of SWITCHED ON
+        on a communication error)."""
         c = self.c
         verdict = cycle_verdict(c)
         if verdict is not None:

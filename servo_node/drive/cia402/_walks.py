@@ -226,6 +226,11 @@ def _pause(c: DriveContext, seconds: float) -> bool:
     return c.closing.is_set()
 
 
+def _failure(ex: Exception) -> str:
+    """A failed walk in words: a bring-up step's own message, else the exception itself."""
+    return str(ex) if isinstance(ex, BringUpError) else repr(ex)
+
+
 def _unanswered(ex: BringUpError) -> bool:
     """A step without its answer (none in time, or another's late one in its place), not a refusal."""
     import canopen
@@ -247,8 +252,7 @@ def rearm(c: DriveContext, cycler: Callable[[], None]) -> bool:
     try:
         attempt(c, cycler, reset_fault=True)
     except Exception as ex:  # Reported as the fault; the drive stays stopped as it was.
-        text = str(ex) if isinstance(ex, BringUpError) else repr(ex)
-        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: re-arm failed: {text}")
+        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: re-arm failed: {_failure(ex)}")
         c.stopping, c.cw, c.stop_reason = stopping, cw, reason
         c.notes.step(c.fault[1])
         return False
@@ -264,10 +268,9 @@ def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
     bring-up again, without a fault reset. Its reaction to a silence, ours or its own (0x6007: Disable Voltage,
     Quick Stop, a fault), or a reboot may have left it anywhere; it is walked back to SWITCHED ON as at the start,
     or, found in FAULT, its fault is read and held until a re-arm. A loss stays the axis's error until then
-    (nothing moves meanwhile). A drive back from a stall first works off
-    what queued up meanwhile (its answers come late, then answer our next requests): one that does not answer in
-    time is tried again every :data:`ANSWER_RETRY_S`, late answers drained, for ``boot_timeout`` as a booting drive
-    is. True once up again."""
+    (nothing moves meanwhile). A drive back from a stall first works off what queued up meanwhile (its answers come
+    late, then answer our next requests): a step without its answer is tried again every :data:`ANSWER_RETRY_S`,
+    late answers drained, for ``boot_timeout`` as a booting drive's is. True once up again."""
     give_up_at = time.monotonic() + c.s.boot_timeout_s
     try:
         while True:
@@ -280,8 +283,7 @@ def recover(c: DriveContext, cycler: Callable[[], None]) -> bool:
                 if not _unanswered(ex) or time.monotonic() >= give_up_at or _pause(c, ANSWER_RETRY_S):
                     raise
     except Exception as ex:  # Held until a re-arm; the drive stays as it is.
-        text = str(ex) if isinstance(ex, BringUpError) else repr(ex)
-        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: not brought up again: {text}")
+        c.fault = (ErrorCode.DRIVE_FAULT, f"{c.name}: not brought up again: {_failure(ex)}")
         c.notes.step(c.fault[1])
         return False
     finally:

@@ -155,13 +155,8 @@ class Worker:
 
     def _job(self, kind: str) -> bool:
         c = self.c
-        if kind == "rearm":
-            ok = walks.rearm(c, self._cycler)
-            if ok:
-                self.readback.reset(plan(c))
-            return ok
-        if kind == "recover":
-            ok = walks.recover(c, self._cycler)
+        if kind in ("rearm", "recover"):  # The whole bring-up again: its read-back plan anew.
+            ok = (walks.rearm if kind == "rearm" else walks.recover)(c, self._cycler)
             if ok:
                 self.readback.reset(plan(c))
             return ok
